@@ -1,0 +1,30 @@
+//! The library's error type: what the facade returns, and what the CLI
+//! prints as a one-line `error: ...`.
+
+use crate::config::ConfigError;
+use crate::registry::UrlError;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("invalid fleet root: {0}")]
+    FleetRootUrl(UrlError),
+    #[error("failed to open fleet root store {url}: {source}")]
+    FleetRootStore {
+        url: String,
+        source: object_store::Error,
+    },
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    #[error("failed to {action} {location}: {source}")]
+    Store {
+        action: &'static str,
+        location: String,
+        source: object_store::Error,
+    },
+    #[error("{location}: {source}")]
+    Config {
+        location: String,
+        source: ConfigError,
+    },
+}

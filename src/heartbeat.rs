@@ -1,0 +1,199 @@
+//! Heartbeat objects under `nodes/`: a frozen format.
+//!
+//! A node announces itself by overwriting `nodes/<node-id>.<letters>.json`
+//! every heartbeat interval. Peers learn the node's offered services from
+//! the *name* alone (one LIST, no GETs), and its liveness from the object's
+//! `LastModified`; the body is read only by `sleet status`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::service::Service;
+
+/// The heartbeat body format version. Bumped only on incompatible change;
+/// readers ignore fields they do not know.
+pub const BODY_VERSION: u32 = 1;
+
+/// The longest node id, in characters.
+pub const MAX_NODE_ID: usize = 128;
+
+const NAME_SUFFIX: &str = ".json";
+
+/// The rule node ids (and mirror target names) follow, as shown in errors.
+pub const NODE_ID_RULE: &str = "node ids are 1-128 chars of [A-Za-z0-9_-]";
+
+/// Whether `id` is 1-128 characters of `[A-Za-z0-9_-]`.
+///
+/// The charset keeps ids safe inside object names and free of the `.` that
+/// separates the id from the service letters.
+pub fn is_valid_identifier(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_NODE_ID
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Checks a node id; the error is the rule, ready for clap or a message.
+pub fn validate_node_id(id: &str) -> Result<String, String> {
+    if is_valid_identifier(id) {
+        Ok(id.to_string())
+    } else {
+        Err(NODE_ID_RULE.to_string())
+    }
+}
+
+/// The service letters of a heartbeat name: sorted and deduplicated.
+pub fn service_letters(services: &[Service]) -> String {
+    let mut letters: Vec<char> = services.iter().map(|s| s.letter()).collect();
+    letters.sort_unstable();
+    letters.dedup();
+    letters.into_iter().collect()
+}
+
+/// The object name (relative to `nodes/`) of a node's heartbeat.
+pub fn object_name(node_id: &str, services: &[Service]) -> String {
+    format!("{node_id}.{}{NAME_SUFFIX}", service_letters(services))
+}
+
+/// Parses a heartbeat object name into the node id and offered services
+/// (in canonical order). Unknown letters are skipped, so a node from a
+/// newer release still counts for the services this one knows.
+pub fn parse_object_name(name: &str) -> Option<(String, Vec<Service>)> {
+    let stem = name.strip_suffix(NAME_SUFFIX)?;
+    let (node_id, letters) = stem.rsplit_once('.')?;
+    if node_id.is_empty() {
+        return None;
+    }
+    let offered: Vec<Service> = Service::ALL
+        .into_iter()
+        .filter(|s| letters.contains(s.letter()))
+        .collect();
+    Some((node_id.to_string(), offered))
+}
+
+/// The JSON body of a heartbeat object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "Heartbeat")]
+pub struct HeartbeatBody {
+    /// Body format version; 1 for every release so far.
+    pub version: u32,
+    /// The node id, duplicating the object name.
+    pub node_id: String,
+    /// The sleet release the node runs.
+    pub sleet_version: String,
+    /// The SlateDB release the node's services are built on.
+    pub slatedb_version: String,
+    /// Task counts per offered service, sorted by service letter.
+    pub services: Vec<ServiceTasks>,
+}
+
+/// How many of one service's tasks a node runs, and how many wait to retry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ServiceTasks {
+    pub service: Service,
+    /// Tasks currently running.
+    pub running: u64,
+    /// Tasks waiting out a failure backoff.
+    pub backoff: u64,
+}
+
+impl HeartbeatBody {
+    /// A body for this build, with per-service counts in letter order.
+    pub fn new(node_id: &str, mut services: Vec<ServiceTasks>) -> Self {
+        services.sort_by_key(|s| s.service.letter());
+        HeartbeatBody {
+            version: BODY_VERSION,
+            node_id: node_id.to_string(),
+            sleet_version: crate::SLEET_VERSION.to_string(),
+            slatedb_version: crate::SLATEDB_VERSION.to_string(),
+            services,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Service::*;
+
+    #[test]
+    fn object_names_sort_and_dedup_letters() {
+        assert_eq!(object_name("sleet-1", &Service::ALL), "sleet-1.cgmw.json");
+        assert_eq!(
+            object_name(
+                "sleet-1",
+                &[CompactionWorkers, Gc, CompactorCoordinator, Gc]
+            ),
+            "sleet-1.cgw.json"
+        );
+        assert_eq!(object_name("n", &[Gc]), "n.g.json");
+        assert_eq!(object_name("n", &[]), "n..json");
+    }
+
+    #[test]
+    fn object_names_roundtrip_and_reject_garbage() {
+        assert_eq!(
+            parse_object_name("sleet-1.cgmw.json"),
+            Some(("sleet-1".into(), Service::ALL.to_vec()))
+        );
+        assert_eq!(
+            parse_object_name("sleet-1.wgc.json"),
+            Some((
+                "sleet-1".into(),
+                vec![Gc, CompactorCoordinator, CompactionWorkers]
+            ))
+        );
+        assert_eq!(
+            parse_object_name("sleet-2.gx.json"),
+            Some(("sleet-2".into(), vec![Gc]))
+        );
+        assert_eq!(parse_object_name("n..json"), Some(("n".into(), vec![])));
+        assert_eq!(parse_object_name("no-extension.cgw"), None);
+        assert_eq!(parse_object_name("nodot.json"), None);
+        assert_eq!(parse_object_name(".g.json"), None);
+    }
+
+    #[test]
+    fn node_ids_are_validated() {
+        for ok in ["n", "sleet-1", "a_b-c", "A9", &"x".repeat(128)] {
+            assert!(validate_node_id(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "a.b", "a/b", "a b", "a:b", "ü", &"x".repeat(129)] {
+            assert_eq!(
+                validate_node_id(bad),
+                Err(NODE_ID_RULE.to_string()),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn bodies_roundtrip_and_ignore_unknown_fields() {
+        let body = HeartbeatBody::new(
+            "sleet-1",
+            vec![
+                ServiceTasks {
+                    service: CompactionWorkers,
+                    running: 3,
+                    backoff: 0,
+                },
+                ServiceTasks {
+                    service: Gc,
+                    running: 12,
+                    backoff: 1,
+                },
+            ],
+        );
+        assert_eq!(body.services[0].service, Gc, "sorted by letter: g < w");
+        let json = serde_json::to_string(&body).unwrap();
+        assert_eq!(serde_json::from_str::<HeartbeatBody>(&json).unwrap(), body);
+
+        let sample = r#"{"version":1,"node_id":"sleet-1","sleet_version":"0.1.0",
+            "slatedb_version":"0.14.1","future":true,
+            "services":[{"service":"gc","running":12,"backoff":1,"extra":[]}]}"#;
+        let parsed: HeartbeatBody = serde_json::from_str(sample).unwrap();
+        assert_eq!(parsed.sleet_version, "0.1.0");
+        assert_eq!(parsed.services[0].running, 12);
+    }
+}

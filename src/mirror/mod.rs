@@ -1,0 +1,3 @@
+//! Mirroring databases into other object-store roots.
+
+pub mod target;

@@ -1,0 +1,70 @@
+//! What one-shot commands return: the CLI's `--format json` output and the
+//! Rust facade's return values are the same types, and
+//! `schema/cli.schema.json` is generated from them.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::duration::HumanDuration;
+use crate::service::Service;
+
+/// `sleet register`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RegisterResponse {
+    /// The canonical database URL.
+    pub url: String,
+    /// The registry file, relative to the fleet root.
+    pub file: String,
+    /// `false` when the database was already registered.
+    pub created: bool,
+}
+
+/// `sleet status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StatusResponse {
+    /// Every node with a heartbeat, live or not, sorted by id.
+    pub nodes: Vec<NodeStatus>,
+    /// Every registered database, sorted by canonical URL.
+    pub databases: Vec<DatabaseStatus>,
+    /// Anything skipped or suspicious, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// One node, from its youngest heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeStatus {
+    pub node_id: String,
+    /// Whether the heartbeat is younger than `heartbeat_timeout`.
+    pub live: bool,
+    /// Age of the heartbeat, in whole seconds.
+    pub heartbeat_age: HumanDuration,
+    /// Services the node offers, from its heartbeat name.
+    pub services: Vec<Service>,
+    /// Absent when the heartbeat body could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sleet_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slatedb_version: Option<String>,
+}
+
+/// One registered database and who runs its services.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DatabaseStatus {
+    /// The canonical database URL.
+    pub url: String,
+    /// One entry per resolved service (one per applied target for mirror),
+    /// in config order.
+    pub services: Vec<ServicePlacement>,
+}
+
+/// The owners of one service of one database.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ServicePlacement {
+    pub service: Service,
+    /// The mirror target, for `mirror` entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Owning nodes, best ranked first; empty when no live node offers it.
+    pub nodes: Vec<String>,
+}

@@ -1,0 +1,669 @@
+//! The fleet root: `sleet.toml`, the `dbs/` registry and `nodes/` heartbeats.
+//!
+//! Everything a fleet knows lives under one object-store prefix, so nodes
+//! are stateless: they read policy and membership from here and write only
+//! their own heartbeat (and, on `register`, create-only registry files).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+
+use crate::config::{DatabaseConfig, FleetConfig, parse_database_config, parse_fleet_config};
+use crate::error::Error;
+use crate::heartbeat::parse_object_name;
+use crate::registry::{canonicalize_database_url, canonicalize_url, file_name, parse_file_name};
+use crate::response::RegisterResponse;
+use crate::service::Service;
+use crate::store::{child_path, open_url, relative_to};
+
+/// The policy file at the top of the root.
+pub const CONFIG_FILE: &str = "sleet.toml";
+/// The registry directory: one file per database.
+pub const REGISTRY_DIR: &str = "dbs";
+/// The heartbeat directory: one object per node.
+pub const NODES_DIR: &str = "nodes";
+
+/// An opened fleet root.
+#[derive(Debug, Clone)]
+pub struct FleetRoot {
+    url: String,
+    store: Arc<dyn ObjectStore>,
+    prefix: Path,
+}
+
+impl FleetRoot {
+    /// Opens a fleet root from its URL, with store options from the
+    /// environment.
+    pub fn open(url: &str) -> Result<FleetRoot, Error> {
+        let url = canonicalize_url(url).map_err(Error::FleetRootUrl)?;
+        let (store, prefix) = open_url(&url).map_err(|source| Error::FleetRootStore {
+            url: url.clone(),
+            source,
+        })?;
+        Ok(FleetRoot { url, store, prefix })
+    }
+
+    /// A root over an existing store, for tests and embedding.
+    pub fn from_parts(url: String, store: Arc<dyn ObjectStore>, prefix: Path) -> FleetRoot {
+        FleetRoot { url, store, prefix }
+    }
+
+    /// The canonical root URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// The store path of something under the root (`dbs/x.toml`).
+    pub fn path(&self, relative: &str) -> Path {
+        child_path(&self.prefix, relative)
+    }
+
+    /// A root-relative name for messages, such as `dbs/x.toml`.
+    pub fn relative<'a>(&self, location: &'a Path) -> &'a str {
+        relative_to(&self.prefix, location)
+    }
+
+    /// `<root url>/<relative>`, for messages that must name the object.
+    pub fn describe(&self, relative: &str) -> String {
+        format!("{}/{relative}", self.url)
+    }
+
+    fn store_error(
+        &self,
+        action: &'static str,
+        relative: &str,
+        source: object_store::Error,
+    ) -> Error {
+        Error::Store {
+            action,
+            location: self.describe(relative),
+            source,
+        }
+    }
+
+    /// Registers a database with a create-only PUT of an empty registry
+    /// file; an existing file (even with overrides in it) is never touched.
+    pub async fn register(&self, database_url: &str) -> Result<RegisterResponse, Error> {
+        let url = canonicalize_database_url(database_url)?;
+        let file = format!("{REGISTRY_DIR}/{}", file_name(&url));
+        let put = self
+            .store
+            .put_opts(
+                &self.path(&file),
+                PutPayload::new(),
+                PutOptions::from(PutMode::Create),
+            )
+            .await;
+        let created = match put {
+            Ok(_) => true,
+            Err(object_store::Error::AlreadyExists { .. }) => false,
+            Err(source) => return Err(self.store_error("create", &file, source)),
+        };
+        Ok(RegisterResponse { url, file, created })
+    }
+
+    /// Every object under a root directory, with metadata.
+    async fn list_dir(&self, dir: &str) -> Result<Vec<object_store::ObjectMeta>, Error> {
+        let prefix = self.path(dir);
+        self.store
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(|source| self.store_error("list", &format!("{dir}/"), source))
+    }
+
+    /// Every parseable heartbeat under `nodes/`, with its store timestamp.
+    pub async fn list_heartbeats(&self) -> Result<Vec<HeartbeatObject>, Error> {
+        let objects = self.list_dir(NODES_DIR).await?;
+        Ok(objects
+            .into_iter()
+            .filter_map(|meta| {
+                let (node_id, services) = parse_object_name(meta.location.filename()?)?;
+                Some(HeartbeatObject {
+                    node_id,
+                    services,
+                    last_modified: meta.last_modified,
+                    path: meta.location,
+                })
+            })
+            .collect())
+    }
+
+    /// The bytes of an object under the root.
+    pub async fn get_bytes(&self, location: &Path) -> Result<bytes::Bytes, object_store::Error> {
+        self.store.get(location).await?.bytes().await
+    }
+}
+
+/// A heartbeat object seen in a `nodes/` listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatObject {
+    pub node_id: String,
+    pub services: Vec<Service>,
+    pub last_modified: DateTime<Utc>,
+    pub path: Path,
+}
+
+/// One node as a reader sees it: its youngest heartbeat and whether that
+/// heartbeat is recent enough to count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSighting {
+    pub node_id: String,
+    pub services: Vec<Service>,
+    /// Reader clock minus the store's `LastModified`, never negative.
+    pub age: Duration,
+    pub live: bool,
+    pub path: Path,
+}
+
+/// Each node's youngest heartbeat (the first listed wins a tie), with
+/// liveness judged by `now`: live iff younger than `timeout`. Sorted by id.
+pub fn node_view(
+    heartbeats: &[HeartbeatObject],
+    now: DateTime<Utc>,
+    timeout: Duration,
+) -> BTreeMap<String, NodeSighting> {
+    let mut youngest: BTreeMap<String, &HeartbeatObject> = BTreeMap::new();
+    for hb in heartbeats {
+        youngest
+            .entry(hb.node_id.clone())
+            .and_modify(|seen| {
+                if hb.last_modified > seen.last_modified {
+                    *seen = hb;
+                }
+            })
+            .or_insert(hb);
+    }
+    youngest
+        .into_iter()
+        .map(|(id, hb)| {
+            let age = (now - hb.last_modified).to_std().unwrap_or(Duration::ZERO);
+            let sighting = NodeSighting {
+                node_id: id.clone(),
+                services: hb.services.clone(),
+                age,
+                live: age < timeout,
+                path: hb.path.clone(),
+            };
+            (id, sighting)
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// Config polling
+// ---------------------------------------------------------------------------
+
+/// What a poll of the root found: the policy, the registered databases
+/// (each with its own file layer), and warnings about anything skipped.
+#[derive(Debug, Clone, Default)]
+pub struct FleetView {
+    pub fleet: FleetConfig,
+    /// Canonical database URL to its registry file's contents.
+    pub databases: BTreeMap<String, DatabaseConfig>,
+    pub warnings: Vec<String>,
+}
+
+/// A registry file body the poller has read, kept so an unchanged file
+/// (same ETag) is never fetched again.
+#[derive(Debug, Clone)]
+struct CachedEntry {
+    e_tag: Option<String>,
+    text: String,
+    /// The last version that parsed, with the fleet config it was checked
+    /// against, so a `sleet.toml` change re-checks it without a GET.
+    good: Option<DatabaseConfig>,
+    checked_against: Option<FleetConfig>,
+}
+
+/// Re-reads the fleet root with as few requests as possible, and keeps the
+/// last good view of anything that becomes unreadable or invalid.
+///
+/// Cost of one poll: one GET of `sleet.toml` (its body is re-parsed only
+/// when the ETag changed), one LIST of `dbs/` (paginated by the store),
+/// and one GET per non-empty registry file whose ETag changed.
+#[derive(Debug, Default)]
+pub struct ConfigPoller {
+    fleet: FleetConfig,
+    fleet_e_tag: Option<String>,
+    entries: HashMap<String, CachedEntry>,
+    last_databases: BTreeMap<String, DatabaseConfig>,
+}
+
+impl ConfigPoller {
+    pub fn new() -> Self {
+        ConfigPoller::default()
+    }
+
+    /// The fleet config of the last good poll.
+    pub fn fleet(&self) -> &FleetConfig {
+        &self.fleet
+    }
+
+    /// Polls `sleet.toml` and the registry.
+    pub async fn poll(&mut self, root: &FleetRoot) -> FleetView {
+        let mut warnings = Vec::new();
+        self.poll_fleet_config(root, &mut warnings).await;
+        let databases = self.poll_registry(root, &mut warnings).await;
+        FleetView {
+            fleet: self.fleet.clone(),
+            databases,
+            warnings,
+        }
+    }
+
+    async fn poll_fleet_config(&mut self, root: &FleetRoot, warnings: &mut Vec<String>) {
+        let path = root.path(CONFIG_FILE);
+        let shown = root.describe(CONFIG_FILE);
+        let result = match root.store.get(&path).await {
+            Ok(got) => {
+                let e_tag = got.meta.e_tag.clone();
+                if e_tag.is_some() && e_tag == self.fleet_e_tag {
+                    return;
+                }
+                got.bytes().await.map(|body| (e_tag, body))
+            }
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok((e_tag, body)) => match std::str::from_utf8(&body)
+                .map_err(|e| format!("not UTF-8: {e}"))
+                .and_then(|text| parse_fleet_config(text).map_err(|e| e.to_string()))
+            {
+                Ok(config) => {
+                    self.fleet = config;
+                    self.fleet_e_tag = e_tag;
+                }
+                Err(e) => warnings.push(format!("invalid {shown}: {e}; keeping last good config")),
+            },
+            Err(object_store::Error::NotFound { .. }) => {
+                self.fleet = FleetConfig::default();
+                self.fleet_e_tag = None;
+            }
+            Err(e) => warnings.push(format!(
+                "failed to read {shown}: {e}; keeping last good config"
+            )),
+        }
+    }
+
+    async fn poll_registry(
+        &mut self,
+        root: &FleetRoot,
+        warnings: &mut Vec<String>,
+    ) -> BTreeMap<String, DatabaseConfig> {
+        let listing = match root.list_dir(REGISTRY_DIR).await {
+            Ok(listing) => listing,
+            Err(e) => {
+                warnings.push(format!("failed to list registry: {e}; keeping last good"));
+                return self.last_databases.clone();
+            }
+        };
+        let entries = registry_entries(root, &listing, warnings);
+        let mut databases = BTreeMap::new();
+        let mut seen = HashMap::new();
+        for entry in entries {
+            let config = self.entry_config(root, &entry, warnings).await;
+            seen.insert(entry.name.clone(), ());
+            databases.insert(entry.url, config);
+        }
+        self.entries.retain(|name, _| seen.contains_key(name));
+        self.last_databases = databases.clone();
+        databases
+    }
+
+    /// The config of one registry file: empty files cost no GET, unchanged
+    /// files are served from the cache, and a broken file falls back to its
+    /// last good version (or to `services = []` when it never had one).
+    async fn entry_config(
+        &mut self,
+        root: &FleetRoot,
+        entry: &RegistryEntry,
+        warnings: &mut Vec<String>,
+    ) -> DatabaseConfig {
+        if entry.size == 0 {
+            self.entries.remove(&entry.name);
+            return DatabaseConfig::default();
+        }
+        let cached = self
+            .entries
+            .get(&entry.name)
+            .filter(|c| c.e_tag.is_some() && c.e_tag == entry.e_tag)
+            .cloned();
+        let cached = match cached {
+            Some(c) => c,
+            None => match self.fetch_entry(root, entry).await {
+                Ok(text) => CachedEntry {
+                    e_tag: entry.e_tag.clone(),
+                    text,
+                    good: self.entries.get(&entry.name).and_then(|c| c.good.clone()),
+                    checked_against: None,
+                },
+                Err(e) => return self.fall_back(entry, e, warnings),
+            },
+        };
+        if cached.checked_against.as_ref() == Some(&self.fleet)
+            && let Some(good) = &cached.good
+        {
+            self.entries.insert(entry.name.clone(), cached.clone());
+            return good.clone();
+        }
+        match parse_database_config(&self.fleet, &cached.text) {
+            Ok(config) => {
+                self.entries.insert(
+                    entry.name.clone(),
+                    CachedEntry {
+                        good: Some(config.clone()),
+                        checked_against: Some(self.fleet.clone()),
+                        ..cached
+                    },
+                );
+                config
+            }
+            Err(e) => {
+                let shown = e.to_string();
+                self.entries.insert(entry.name.clone(), cached);
+                self.fall_back(entry, shown, warnings)
+            }
+        }
+    }
+
+    async fn fetch_entry(&self, root: &FleetRoot, entry: &RegistryEntry) -> Result<String, String> {
+        let body = root
+            .get_bytes(&entry.path)
+            .await
+            .map_err(|e| e.to_string())?;
+        String::from_utf8(body.to_vec()).map_err(|e| format!("not UTF-8: {e}"))
+    }
+
+    fn fall_back(
+        &self,
+        entry: &RegistryEntry,
+        problem: String,
+        warnings: &mut Vec<String>,
+    ) -> DatabaseConfig {
+        match self.entries.get(&entry.name).and_then(|c| c.good.clone()) {
+            Some(good) => {
+                warnings.push(format!(
+                    "invalid registry entry {}: {problem}; keeping last good",
+                    entry.name
+                ));
+                good
+            }
+            None => {
+                warnings.push(format!(
+                    "invalid registry entry {}: {problem}; database disabled",
+                    entry.name
+                ));
+                DatabaseConfig {
+                    services: Some(Vec::new()),
+                    ..DatabaseConfig::default()
+                }
+            }
+        }
+    }
+}
+
+/// One usable file in a `dbs/` listing.
+#[derive(Debug, Clone)]
+struct RegistryEntry {
+    /// Root-relative name, `dbs/<file>`.
+    name: String,
+    url: String,
+    path: Path,
+    size: u64,
+    e_tag: Option<String>,
+}
+
+/// Decodes a `dbs/` listing into one entry per database. Canonical
+/// spellings win over aliases that decode to the same database; anything
+/// skipped gets a warning naming the file.
+fn registry_entries(
+    root: &FleetRoot,
+    listing: &[object_store::ObjectMeta],
+    warnings: &mut Vec<String>,
+) -> Vec<RegistryEntry> {
+    let mut candidates = Vec::new();
+    for meta in listing {
+        let name = root.relative(&meta.location).to_string();
+        let Some(decoded) = meta.location.filename().and_then(parse_file_name) else {
+            warnings.push(format!("ignoring non-registry object {name}"));
+            continue;
+        };
+        let url = match canonicalize_database_url(&decoded) {
+            Ok(url) => url,
+            Err(e) => {
+                warnings.push(format!("ignoring registry entry {name}: {e}"));
+                continue;
+            }
+        };
+        let canonical = url == decoded;
+        if !canonical {
+            warnings.push(format!(
+                "registry entry {name} is not canonical (decodes to \"{decoded}\", canonical \"{url}\")"
+            ));
+        }
+        candidates.push((
+            !canonical,
+            RegistryEntry {
+                name,
+                url,
+                path: meta.location.clone(),
+                size: meta.size,
+                e_tag: meta.e_tag.clone(),
+            },
+        ));
+    }
+    candidates.sort_by(|a, b| (a.0, &a.1.name).cmp(&(b.0, &b.1.name)));
+    let mut winners: BTreeMap<String, String> = BTreeMap::new();
+    let mut entries = Vec::new();
+    for (_, entry) in candidates {
+        if let Some(winner) = winners.get(&entry.url) {
+            warnings.push(format!(
+                "registry entries {winner} and {} alias {}; using {winner}",
+                entry.name, entry.url
+            ));
+            continue;
+        }
+        winners.insert(entry.url.clone(), entry.name.clone());
+        entries.push(entry);
+    }
+    entries
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{CountingStore, Op};
+    use object_store::memory::InMemory;
+
+    fn memory_root() -> FleetRoot {
+        FleetRoot::from_parts(
+            "memory:///fleet".into(),
+            Arc::new(InMemory::new()),
+            Path::from("fleet"),
+        )
+    }
+
+    async fn put(root: &FleetRoot, relative: &str, body: &str) {
+        root.store()
+            .put(&root.path(relative), PutPayload::from(body.to_string()))
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn empty_root_yields_defaults() {
+        let view = ConfigPoller::new().poll(&memory_root()).await;
+        assert_eq!(view.fleet, FleetConfig::default());
+        assert!(view.databases.is_empty());
+        assert!(view.warnings.is_empty());
+    }
+
+    #[tokio::test]
+    async fn register_is_create_only() {
+        let root = memory_root();
+        let first = root.register("S3://Bucket/db/").await.unwrap();
+        assert_eq!(first.url, "s3://bucket/db");
+        assert_eq!(first.file, "dbs/s3%3A%2F%2Fbucket%2Fdb.toml");
+        assert!(first.created);
+        put(&root, &first.file, "services = [\"gc\"]").await;
+        let second = root.register("s3://bucket/db").await.unwrap();
+        assert!(!second.created);
+        let body = root.get_bytes(&root.path(&first.file)).await.unwrap();
+        assert_eq!(&body[..], b"services = [\"gc\"]", "never overwritten");
+    }
+
+    #[tokio::test]
+    async fn registry_files_resolve_with_alias_warnings() {
+        let root = memory_root();
+        put(&root, "dbs/s3%3A%2F%2Fb%2Fempty.toml", "").await;
+        put(&root, "dbs/S3%3A%2F%2Fb%2Fempty.toml", "").await;
+        put(&root, "dbs/s3%3A%2F%2Fb%2Fgc.toml", "services = [\"gc\"]").await;
+        put(&root, "dbs/s3%3A%2F%2Fb%2Fbroken.toml", "services = 3").await;
+        put(&root, "dbs/README.md", "hello").await;
+        let view = ConfigPoller::new().poll(&root).await;
+        let urls: Vec<_> = view.databases.keys().cloned().collect();
+        assert_eq!(urls, ["s3://b/broken", "s3://b/empty", "s3://b/gc"]);
+        assert_eq!(
+            view.databases["s3://b/gc"].services,
+            Some(vec![Service::Gc])
+        );
+        assert_eq!(
+            view.databases["s3://b/broken"].services,
+            Some(vec![]),
+            "disabled"
+        );
+        let mut warnings = view.warnings.clone();
+        warnings.sort();
+        assert_eq!(warnings.len(), 4, "{warnings:#?}");
+        assert!(warnings[0].starts_with("ignoring non-registry object dbs/README.md"));
+        assert!(warnings[1].starts_with(
+            "invalid registry entry dbs/s3%3A%2F%2Fb%2Fbroken.toml: failed to parse config: line 1"
+        ));
+        assert!(warnings[1].ends_with("; database disabled"));
+        assert_eq!(
+            warnings[2],
+            "registry entries dbs/s3%3A%2F%2Fb%2Fempty.toml and dbs/S3%3A%2F%2Fb%2Fempty.toml alias s3://b/empty; using dbs/s3%3A%2F%2Fb%2Fempty.toml"
+        );
+        assert_eq!(
+            warnings[3],
+            "registry entry dbs/S3%3A%2F%2Fb%2Fempty.toml is not canonical (decodes to \"S3://b/empty\", canonical \"s3://b/empty\")"
+        );
+    }
+
+    #[tokio::test]
+    async fn last_good_versions_survive_breakage() {
+        let root = memory_root();
+        put(&root, "sleet.toml", "[node]\nconfig_poll = \"5s\"").await;
+        put(&root, "dbs/s3%3A%2F%2Fb%2Fdb.toml", "services = [\"gc\"]").await;
+        let mut poller = ConfigPoller::new();
+        let first = poller.poll(&root).await;
+        assert!(first.warnings.is_empty(), "{:?}", first.warnings);
+
+        put(&root, "sleet.toml", "[node]\nconfig_poll = 5").await;
+        put(&root, "dbs/s3%3A%2F%2Fb%2Fdb.toml", "services = [\"gc\"").await;
+        let second = poller.poll(&root).await;
+        assert_eq!(
+            second.fleet, first.fleet,
+            "bad sleet.toml keeps the last good"
+        );
+        assert_eq!(
+            second.databases, first.databases,
+            "bad file keeps its last good"
+        );
+        assert_eq!(second.warnings.len(), 2, "{:?}", second.warnings);
+        assert!(
+            second.warnings.iter().any(|w| w
+                .starts_with("invalid memory:///fleet/sleet.toml: failed to parse config: line 2")
+                && w.ends_with("; keeping last good config"))
+        );
+        assert!(
+            second
+                .warnings
+                .iter()
+                .any(|w| w.ends_with("; keeping last good")
+                    && w.starts_with("invalid registry entry dbs/s3%3A%2F%2Fb%2Fdb.toml"))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_fleet_change_rechecks_cached_files() {
+        let root = memory_root();
+        put(
+            &root,
+            "dbs/s3%3A%2F%2Fb%2Fdb.toml",
+            "[compactor-coordinator.scheduler]\nmax_compaction_sources = 4",
+        )
+        .await;
+        let mut poller = ConfigPoller::new();
+        assert!(poller.poll(&root).await.warnings.is_empty());
+        put(
+            &root,
+            "sleet.toml",
+            "[database.compactor-coordinator.scheduler]\nmin_compaction_sources = 6",
+        )
+        .await;
+        let view = poller.poll(&root).await;
+        assert_eq!(view.warnings.len(), 1, "{:?}", view.warnings);
+        assert!(view.warnings[0].contains("exceeds max_compaction_sources"));
+    }
+
+    #[tokio::test]
+    async fn poller_never_refetches_unchanged_bodies() {
+        let counted = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
+        let root = FleetRoot::from_parts("memory:///f".into(), counted.clone(), Path::from("f"));
+        put(&root, "sleet.toml", "[node]\nconfig_poll = \"5s\"").await;
+        put(&root, "dbs/s3%3A%2F%2Fb%2Fempty.toml", "").await;
+        put(&root, "dbs/s3%3A%2F%2Fb%2Fdb.toml", "services = [\"gc\"]").await;
+        let mut poller = ConfigPoller::new();
+        poller.poll(&root).await;
+        assert_eq!(counted.count(Op::Get), 2, "config + one non-empty file");
+        poller.poll(&root).await;
+        assert_eq!(counted.count(Op::Get), 3, "config only");
+        put(&root, "dbs/s3%3A%2F%2Fb%2Fdb.toml", "services = []").await;
+        let view = poller.poll(&root).await;
+        assert_eq!(counted.count(Op::Get), 5, "config + the changed file");
+        assert_eq!(view.databases["s3://b/db"].services, Some(vec![]));
+        assert_eq!(counted.count(Op::List), 3, "one LIST of dbs/ per poll");
+    }
+
+    #[test]
+    fn node_view_keeps_the_youngest_and_judges_liveness() {
+        let now = Utc::now();
+        let hb = |id: &str, letters: &str, secs: i64| HeartbeatObject {
+            node_id: id.into(),
+            services: parse_object_name(&format!("{id}.{letters}.json"))
+                .unwrap()
+                .1,
+            last_modified: now - chrono::Duration::seconds(secs),
+            path: Path::from(format!("nodes/{id}.{letters}.json")),
+        };
+        let view = node_view(
+            &[
+                hb("a", "g", 50),
+                hb("a", "cg", 5),
+                hb("b", "w", 30),
+                hb("c", "m", -3),
+            ],
+            now,
+            Duration::from_secs(30),
+        );
+        assert_eq!(
+            view["a"].services,
+            [Service::Gc, Service::CompactorCoordinator]
+        );
+        assert!(view["a"].live);
+        assert!(!view["b"].live, "exactly the timeout is dead");
+        assert_eq!(view["c"].age, Duration::ZERO, "future stamps clamp to zero");
+        assert!(view["c"].live);
+    }
+}

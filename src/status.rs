@@ -1,0 +1,255 @@
+//! `sleet status`: the fleet as its root describes it.
+//!
+//! Status is derived, never stored: it re-reads the config and registry,
+//! lists heartbeats, and ranks placement the same way nodes do, so what it
+//! shows is what nodes that see the same root will run.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+
+use crate::duration::HumanDuration;
+use crate::error::Error;
+use crate::heartbeat::HeartbeatBody;
+use crate::ownership::{LiveNode, database_assignments};
+use crate::response::{DatabaseStatus, NodeStatus, ServicePlacement, StatusResponse};
+use crate::root::{ConfigPoller, FleetRoot, FleetView, NodeSighting, node_view};
+use crate::service::Service;
+
+/// Heartbeat bodies read at once.
+const BODY_READS_IN_FLIGHT: usize = 16;
+
+/// Reads the root and derives its status as of `now`.
+pub async fn fleet_status(root: &FleetRoot, now: DateTime<Utc>) -> Result<StatusResponse, Error> {
+    let view = ConfigPoller::new().poll(root).await;
+    let heartbeats = root.list_heartbeats().await?;
+    let timeout = view.fleet.node.resolve().heartbeat_timeout;
+    let sightings = node_view(&heartbeats, now, timeout);
+    let bodies = read_bodies(root, &sightings).await;
+    Ok(derive_status(&view, &sightings, &bodies))
+}
+
+/// Each node's heartbeat body, where it is readable.
+async fn read_bodies(
+    root: &FleetRoot,
+    sightings: &BTreeMap<String, NodeSighting>,
+) -> BTreeMap<String, HeartbeatBody> {
+    futures::stream::iter(sightings.values())
+        .map(|s| async move {
+            let body = root.get_bytes(&s.path).await.ok()?;
+            let parsed = serde_json::from_slice::<HeartbeatBody>(&body).ok()?;
+            Some((s.node_id.clone(), parsed))
+        })
+        .buffered(BODY_READS_IN_FLIGHT)
+        .filter_map(|entry| async move { entry })
+        .collect()
+        .await
+}
+
+/// The status of a fleet from what was read: pure, so it can be tested
+/// without a store.
+pub fn derive_status(
+    view: &FleetView,
+    sightings: &BTreeMap<String, NodeSighting>,
+    bodies: &BTreeMap<String, HeartbeatBody>,
+) -> StatusResponse {
+    let nodes = sightings
+        .values()
+        .map(|s| {
+            let body = bodies.get(&s.node_id);
+            NodeStatus {
+                node_id: s.node_id.clone(),
+                live: s.live,
+                heartbeat_age: HumanDuration(s.age).whole_seconds(),
+                services: s.services.clone(),
+                sleet_version: body.map(|b| b.sleet_version.clone()),
+                slatedb_version: body.map(|b| b.slatedb_version.clone()),
+            }
+        })
+        .collect();
+    let live: Vec<LiveNode<'_>> = sightings
+        .values()
+        .filter(|s| s.live)
+        .map(|s| LiveNode {
+            id: &s.node_id,
+            services: &s.services,
+        })
+        .collect();
+    let mut warnings = view.warnings.clone();
+    let mut unserved: Vec<Service> = Vec::new();
+    let databases = view
+        .databases
+        .iter()
+        .map(|(url, file)| {
+            let settings = view.fleet.resolve_database(file);
+            let services = database_assignments(url, &settings, &live)
+                .into_iter()
+                .map(|a| {
+                    if a.owners.is_empty() && !unserved.contains(&a.service) {
+                        unserved.push(a.service);
+                    }
+                    ServicePlacement {
+                        service: a.service,
+                        target: a.target,
+                        nodes: a.owners,
+                    }
+                })
+                .collect();
+            DatabaseStatus {
+                url: url.clone(),
+                services,
+            }
+        })
+        .collect();
+    warnings.extend(unserved.iter().map(|s| format!("no live node offers {s}")));
+    warnings.sort();
+    StatusResponse {
+        nodes,
+        databases,
+        warnings,
+    }
+}
+
+/// Renders status for people: borderless tables, one blank line between
+/// sections, warnings last.
+pub fn render_text(status: &StatusResponse) -> String {
+    let nodes = status.nodes.iter().map(|n| {
+        vec![
+            n.node_id.clone(),
+            if n.live { "yes" } else { "no" }.to_string(),
+            n.heartbeat_age.to_string(),
+            join_services(&n.services),
+            n.sleet_version.clone().unwrap_or_else(|| "-".into()),
+            n.slatedb_version.clone().unwrap_or_else(|| "-".into()),
+        ]
+    });
+    let placements = status.databases.iter().flat_map(|db| {
+        db.services.iter().map(|p| {
+            let service = match &p.target {
+                Some(target) => format!("{} ({target})", p.service),
+                None => p.service.to_string(),
+            };
+            let nodes = if p.nodes.is_empty() {
+                "-".to_string()
+            } else {
+                p.nodes.join(",")
+            };
+            vec![db.url.clone(), service, nodes]
+        })
+    });
+    let mut out = table(
+        &["NODE", "LIVE", "HEARTBEAT", "SERVICES", "SLEET", "SLATEDB"],
+        nodes,
+    );
+    out.push('\n');
+    out.push_str(&table(&["DATABASE", "SERVICE", "NODES"], placements));
+    if !status.warnings.is_empty() {
+        out.push('\n');
+        for warning in &status.warnings {
+            let _ = writeln!(out, "warning: {warning}");
+        }
+    }
+    out
+}
+
+fn join_services(services: &[Service]) -> String {
+    if services.is_empty() {
+        return "-".into();
+    }
+    services
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A left-aligned table: each column padded to its widest cell plus a
+/// two-space gutter, the last column unpadded, no trailing whitespace.
+pub fn table(headers: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> String {
+    let rows: Vec<Vec<String>> = std::iter::once(headers.iter().map(|h| h.to_string()).collect())
+        .chain(rows)
+        .collect();
+    let widths: Vec<usize> = (0..headers.len())
+        .map(|col| {
+            rows.iter()
+                .map(|r| r[col].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in &rows {
+        let mut line = String::new();
+        for (col, cell) in row.iter().enumerate() {
+            if col + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<width$}  ", width = widths[col]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{DatabaseConfig, FleetConfig};
+    use std::time::Duration;
+
+    #[test]
+    fn an_empty_fleet_renders_two_headers() {
+        let status = derive_status(&FleetView::default(), &BTreeMap::new(), &BTreeMap::new());
+        assert_eq!(
+            render_text(&status),
+            "NODE  LIVE  HEARTBEAT  SERVICES  SLEET  SLATEDB\n\nDATABASE  SERVICE  NODES\n"
+        );
+        assert_eq!(
+            serde_json::to_string(&status).unwrap(),
+            r#"{"nodes":[],"databases":[]}"#
+        );
+    }
+
+    #[test]
+    fn a_populated_fleet_renders_stably() {
+        let sighting = NodeSighting {
+            node_id: "sleet-1".into(),
+            services: vec![Service::Gc, Service::CompactionWorkers],
+            age: Duration::from_millis(2400),
+            live: true,
+            path: "nodes/sleet-1.gw.json".into(),
+        };
+        let sightings = BTreeMap::from([("sleet-1".to_string(), sighting)]);
+        let mut body = HeartbeatBody::new("sleet-1", vec![]);
+        body.sleet_version = "0.1.0".into();
+        let bodies = BTreeMap::from([("sleet-1".to_string(), body)]);
+        let view = FleetView {
+            fleet: FleetConfig::default(),
+            databases: BTreeMap::from([(
+                "s3://b/db".to_string(),
+                DatabaseConfig {
+                    services: Some(vec![Service::Gc, Service::CompactorCoordinator]),
+                    ..DatabaseConfig::default()
+                },
+            )]),
+            warnings: vec![],
+        };
+        let mut status = derive_status(&view, &sightings, &bodies);
+        status.nodes[0].slatedb_version = None;
+        assert_eq!(
+            render_text(&status),
+            "NODE     LIVE  HEARTBEAT  SERVICES               SLEET  SLATEDB\n\
+             sleet-1  yes   2s         gc,compaction-workers  0.1.0  -\n\
+             \n\
+             DATABASE   SERVICE                NODES\n\
+             s3://b/db  gc                     sleet-1\n\
+             s3://b/db  compactor-coordinator  -\n\
+             \n\
+             warning: no live node offers compactor-coordinator\n"
+        );
+    }
+}

@@ -1,0 +1,91 @@
+//! Opening object stores from URLs, configured from the environment.
+//!
+//! Credentials, endpoints and client options come from the process
+//! environment under the names the `object_store` crate reads (for example
+//! `AWS_ENDPOINT`, `AWS_ALLOW_HTTP`, `AWS_ACCESS_KEY_ID`,
+//! `GOOGLE_SERVICE_ACCOUNT`, `AZURE_STORAGE_ACCOUNT_NAME`). One process has
+//! one credential domain per cloud.
+
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+use object_store::path::Path;
+
+/// Options every S3 store gets, after the environment: SlateDB's manifest
+/// CAS and sleet's create-only registry writes need conditional PUTs
+/// (`If-None-Match` / `If-Match`), so they cannot be turned off.
+const S3_REQUIRED_OPTIONS: [(&str, &str); 1] = [("aws_conditional_put", "etag")];
+
+/// Opens the store a canonical URL points into, and the path of the URL
+/// inside that store.
+pub fn open_url(canonical_url: &str) -> Result<(Arc<dyn ObjectStore>, Path), object_store::Error> {
+    let url = url::Url::parse(canonical_url).map_err(|e| object_store::Error::Generic {
+        store: "url",
+        source: Box::new(e),
+    })?;
+    let mut options: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    if matches!(url.scheme(), "s3" | "s3a") {
+        options.extend(
+            S3_REQUIRED_OPTIONS
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+    }
+    let (store, path) = object_store::parse_url_opts(&url, options)?;
+    Ok((Arc::from(store), path))
+}
+
+/// `prefix/relative`, or `relative` when the prefix is the store root.
+///
+/// `relative` is already in object-store form (segments percent-encoded
+/// where needed), so it is parsed rather than joined: joining would encode
+/// the `%` of registry names a second time.
+pub fn child_path(prefix: &Path, relative: &str) -> Path {
+    let joined = if prefix.as_ref().is_empty() {
+        relative.to_string()
+    } else {
+        format!("{prefix}/{relative}")
+    };
+    Path::parse(&joined).unwrap_or_else(|_| Path::from(joined.as_str()))
+}
+
+/// `location` relative to `prefix` (`dbs/x.toml` under the fleet root).
+pub fn relative_to<'a>(prefix: &Path, location: &'a Path) -> &'a str {
+    let full = location.as_ref();
+    if prefix.as_ref().is_empty() {
+        return full;
+    }
+    full.strip_prefix(prefix.as_ref())
+        .and_then(|rest| rest.strip_prefix('/'))
+        .unwrap_or(full)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn child_paths_keep_percent_escapes() {
+        let prefix = Path::from("fleet");
+        assert_eq!(
+            child_path(&prefix, "dbs/s3%3A%2F%2Fb%2Fdb.toml").as_ref(),
+            "fleet/dbs/s3%3A%2F%2Fb%2Fdb.toml"
+        );
+        assert_eq!(
+            child_path(&Path::default(), "sleet.toml").as_ref(),
+            "sleet.toml"
+        );
+        let full = child_path(&prefix, "nodes/n1.g.json");
+        assert_eq!(relative_to(&prefix, &full), "nodes/n1.g.json");
+    }
+
+    #[test]
+    fn urls_open_their_stores() {
+        let (_, path) = open_url("memory:///fleet/a").unwrap();
+        assert_eq!(path.as_ref(), "fleet/a");
+        let (_, path) = open_url("file:///tmp/x").unwrap();
+        assert_eq!(path.as_ref(), "tmp/x");
+    }
+}
