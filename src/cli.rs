@@ -8,7 +8,7 @@ use std::io::Write;
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
-use crate::{Error, Fleet, RegisterResponse, StatusResponse, status};
+use crate::{Error, Fleet, RegisterResponse, StatusResponse, config_check, status};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -39,6 +39,24 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+    /// Configuration files: check them before uploading
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Check config files: a file named sleet.toml is fleet policy, any other is a dbs/<db>.toml
+    /// registry file, checked laid over the fleet policy. Exits 1 if any file has a problem
+    Check {
+        /// Files to check
+        #[arg(required = true)]
+        files: Vec<std::path::PathBuf>,
+        /// The sleet.toml that registry files are laid over. Default: a sleet.toml among FILES,
+        /// else the built-in defaults
+        #[arg(long)]
+        fleet: Option<std::path::PathBuf>,
+    },
 }
 
 /// How a one-shot command prints its result.
@@ -60,6 +78,16 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         Command::Register { root, db, format } => {
             let registered = Fleet::open(&root)?.register(&db).await?;
             emit(format, &registered, render_register)
+        }
+        Command::Config(ConfigCommand::Check { files, fleet }) => {
+            let report = config_check::check_files(&files, fleet.as_deref());
+            print!("{}", report.render());
+            if report.failed() > 0 {
+                return Err(Error::ConfigCheckFailed {
+                    failed: report.failed(),
+                    total: files.len(),
+                });
+            }
         }
     }
     Ok(())

@@ -27,4 +27,6 @@ pub enum Error {
         location: String,
         source: ConfigError,
     },
+    #[error("{failed} of {total} config files have problems")]
+    ConfigCheckFailed { failed: usize, total: usize },
 }

@@ -17,6 +17,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod config_check;
 pub mod duration;
 mod error;
 pub mod heartbeat;

@@ -1,0 +1,83 @@
+//! `sleet config check`: validate config files before they reach a fleet.
+//!
+//! A running node never fails on a bad config (it keeps its last good
+//! view and warns), so the place to catch a mistake is before the upload.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::config::{FleetConfig, parse_database_config, parse_fleet_config};
+use crate::root::CONFIG_FILE;
+
+/// The verdict on each checked file, in the order given.
+#[derive(Debug, Default)]
+pub struct CheckReport {
+    pub results: Vec<(PathBuf, Result<(), String>)>,
+}
+
+impl CheckReport {
+    pub fn failed(&self) -> usize {
+        self.results.iter().filter(|(_, r)| r.is_err()).count()
+    }
+
+    /// `ok: <file>` or `error: <file>: <problem>` per file.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for (path, result) in &self.results {
+            let _ = match result {
+                Ok(()) => writeln!(out, "ok: {}", path.display()),
+                Err(problem) => writeln!(out, "error: {}: {problem}", path.display()),
+            };
+        }
+        out
+    }
+}
+
+fn is_fleet_file(path: &Path) -> bool {
+    path.file_name().is_some_and(|name| name == CONFIG_FILE)
+}
+
+fn read(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))
+}
+
+fn check_fleet(path: &Path) -> Result<FleetConfig, String> {
+    parse_fleet_config(&read(path)?).map_err(|e| e.to_string())
+}
+
+/// Checks each file. Registry files are checked laid over `fleet` if given,
+/// else over a `sleet.toml` among `files`, else over built-in defaults.
+pub fn check_files(files: &[PathBuf], fleet: Option<&Path>) -> CheckReport {
+    let mut report = CheckReport::default();
+    let fleet_path = fleet
+        .map(Path::to_path_buf)
+        .or_else(|| files.iter().find(|f| is_fleet_file(f)).cloned());
+    let base = match &fleet_path {
+        Some(path) => match check_fleet(path) {
+            Ok(config) => Some(config),
+            Err(problem) => {
+                if !files.contains(path) {
+                    report.results.push((path.clone(), Err(problem)));
+                }
+                None
+            }
+        },
+        None => Some(FleetConfig::default()),
+    };
+    for file in files {
+        let result = if is_fleet_file(file) {
+            check_fleet(file).map(drop)
+        } else {
+            match &base {
+                Some(fleet) => read(file).and_then(|text| {
+                    parse_database_config(fleet, &text)
+                        .map(drop)
+                        .map_err(|e| e.to_string())
+                }),
+                None => Err("not checked: the fleet config it is laid over is invalid".into()),
+            }
+        };
+        report.results.push((file.clone(), result));
+    }
+    report
+}

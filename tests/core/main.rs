@@ -1,0 +1,10 @@
+//! Fleet-core integration tests: the real `sleet` binary over real roots.
+//!
+//! One test binary (modules below) so the heavy dependency tree links once.
+
+mod cli;
+mod common;
+mod corpus;
+mod props;
+mod s3;
+mod schemas;
