@@ -8,7 +8,14 @@ use std::io::Write;
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
-use crate::{Error, Fleet, RegisterResponse, StatusResponse, config_check, status};
+use tokio_util::sync::CancellationToken;
+
+use crate::daemon::RUNNABLE_SERVICES;
+use crate::service::{Service, first_duplicate};
+use crate::{
+    Error, Fleet, NodeOptions, RegisterResponse, StatusOptions, StatusResponse, config_check,
+    heartbeat, status,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -23,10 +30,24 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a fleet node
+    Run {
+        /// Fleet root URL, e.g. s3://ops/sleet/
+        root: String,
+        /// This node's id: 1-128 chars of [A-Za-z0-9_-], unique in the fleet
+        #[arg(long, value_parser = heartbeat::validate_node_id)]
+        node_id: String,
+        /// Services this node offers
+        #[arg(long, value_delimiter = ',', default_values_t = RUNNABLE_SERVICES, value_parser = runnable_service)]
+        services: Vec<Service>,
+    },
     /// Show fleet nodes, registered databases, and service placement, derived from the fleet root
     Status {
         /// Fleet root URL, e.g. s3://ops/sleet/
         root: String,
+        /// Also read each database's compaction queue depth from .compactions (one read per database)
+        #[arg(long)]
+        compactions: bool,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
@@ -71,8 +92,29 @@ pub enum Format {
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
-        Command::Status { root, format } => {
-            let status = Fleet::open(&root)?.status().await?;
+        Command::Run {
+            root,
+            node_id,
+            services,
+        } => {
+            if let Some(dup) = first_duplicate(&services) {
+                return Err(Error::CliUsage(format!(
+                    "--services lists \"{dup}\" more than once"
+                )));
+            }
+            let fleet = Fleet::open(&root)?;
+            let shutdown = CancellationToken::new();
+            tokio::spawn(cancel_on_signal(shutdown.clone()));
+            let options = NodeOptions::new(node_id).with_services(services);
+            fleet.run_node(options, shutdown).await?;
+        }
+        Command::Status {
+            root,
+            compactions,
+            format,
+        } => {
+            let options = StatusOptions::default().with_compactions(compactions);
+            let status = Fleet::open(&root)?.status(options).await?;
             emit(format, &status, render_status)
         }
         Command::Register { root, db, format } => {
@@ -91,6 +133,44 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// Parses a `--services` entry, accepting only services this build runs.
+fn runnable_service(name: &str) -> Result<Service, String> {
+    let service: Service = name
+        .parse()
+        .map_err(|e: crate::service::UnknownService| e.to_string())?;
+    if RUNNABLE_SERVICES.contains(&service) {
+        Ok(service)
+    } else {
+        Err(format!(
+            "this build of sleet cannot run the {service} service yet"
+        ))
+    }
+}
+
+/// Cancels `shutdown` on SIGINT (Ctrl-C) or SIGTERM (service managers,
+/// container runtimes), so both stop tasks and delete the heartbeat.
+async fn cancel_on_signal(shutdown: CancellationToken) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+    tracing::info!("signal received; shutting down");
+    shutdown.cancel();
 }
 
 fn render_status(status: &StatusResponse) -> String {

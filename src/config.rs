@@ -82,6 +82,11 @@ pub struct DatabaseConfig {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GcOverrides {
+    /// Whether GC keeps `gc/*.boundary` files, which need `If-Match`
+    /// updates. Default: on, except for `file://` and HTTP stores, which
+    /// cannot update in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boundary_files: Option<bool>,
     #[serde(default)]
     pub manifest: GcDirectoryOverrides,
     #[serde(default)]
@@ -150,6 +155,10 @@ pub struct CoordinatorOverrides {
     /// A running job whose worker is silent this long is reclaimed. Default `30s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_heartbeat_timeout: Option<HumanDuration>,
+    /// Lifetime of the checkpoints the coordinator adds on every publish;
+    /// they pin old manifests and SSTs against GC. Default `15m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_lifetime: Option<HumanDuration>,
     #[serde(default)]
     pub scheduler: SchedulerOverrides,
 }
@@ -330,6 +339,8 @@ pub struct DatabaseSettings {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct GcSettings {
+    /// `None`: decided by what the database's store supports.
+    pub boundary_files: Option<bool>,
     pub manifest: GcDirectory,
     pub wal: GcDirectory,
     pub wal_fence: GcDirectory,
@@ -359,6 +370,7 @@ pub struct CoordinatorSettings {
     pub max_concurrent_compactions: u32,
     pub commit_compacted_interval: Duration,
     pub worker_heartbeat_timeout: Duration,
+    pub checkpoint_lifetime: Duration,
     pub min_compaction_sources: u32,
     pub max_compaction_sources: u32,
     pub include_size_threshold: f32,
@@ -410,6 +422,7 @@ pub mod defaults {
     pub const COORDINATOR_MAX_CONCURRENT: u32 = 4;
     pub const COMMIT_COMPACTED_INTERVAL: Duration = Duration::from_secs(1);
     pub const WORKER_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(30);
+    pub const COORDINATOR_CHECKPOINT_LIFETIME: Duration = Duration::from_secs(15 * 60);
     pub const MIN_COMPACTION_SOURCES: u32 = 4;
     pub const MAX_COMPACTION_SOURCES: u32 = 8;
     pub const INCLUDE_SIZE_THRESHOLD: f32 = 4.0;
@@ -478,11 +491,13 @@ impl GcOverrides {
         self.wal_fence.overlay(&upper.wal_fence);
         self.compacted.overlay(&upper.compacted);
         self.compactions.overlay(&upper.compactions);
+        overlay_fields!(self, upper; boundary_files);
         overlay_fields!(self.detach, upper.detach; enabled, interval);
     }
 
     fn resolve(&self) -> GcSettings {
         GcSettings {
+            boundary_files: self.boundary_files,
             manifest: self.manifest.resolve(false),
             wal: self.wal.resolve(false),
             wal_fence: self.wal_fence.resolve(true),
@@ -500,7 +515,7 @@ impl CoordinatorOverrides {
     fn overlay(&mut self, upper: &Self) {
         overlay_fields!(self, upper;
             poll_interval, manifest_update_timeout, max_concurrent_compactions,
-            commit_compacted_interval, worker_heartbeat_timeout);
+            commit_compacted_interval, worker_heartbeat_timeout, checkpoint_lifetime);
         overlay_fields!(self.scheduler, upper.scheduler;
             min_compaction_sources, max_compaction_sources, include_size_threshold);
     }
@@ -523,6 +538,10 @@ impl CoordinatorOverrides {
             worker_heartbeat_timeout: duration_or(
                 self.worker_heartbeat_timeout,
                 defaults::WORKER_HEARTBEAT_TIMEOUT,
+            ),
+            checkpoint_lifetime: duration_or(
+                self.checkpoint_lifetime,
+                defaults::COORDINATOR_CHECKPOINT_LIFETIME,
             ),
             min_compaction_sources: s
                 .min_compaction_sources
@@ -838,6 +857,7 @@ impl<'a> Checker<'a> {
             &format!("{P}.worker_heartbeat_timeout"),
             c.worker_heartbeat_timeout,
         );
+        self.positive(&format!("{P}.checkpoint_lifetime"), c.checkpoint_lifetime);
         let s = &c.scheduler;
         self.at_least_one(
             &format!("{P}.scheduler.min_compaction_sources"),
@@ -1102,6 +1122,7 @@ mod tests {
             max_concurrent_compactions = 0
             commit_compacted_interval = "0s"
             worker_heartbeat_timeout = "0s"
+            checkpoint_lifetime = "0s"
             [compactor-coordinator.scheduler]
             min_compaction_sources = 0
             max_compaction_sources = 0
@@ -1139,6 +1160,7 @@ mod tests {
             "compactor-coordinator.max_concurrent_compactions must be >= 1",
             "compactor-coordinator.commit_compacted_interval must be > 0",
             "compactor-coordinator.worker_heartbeat_timeout must be > 0",
+            "compactor-coordinator.checkpoint_lifetime must be > 0",
             "compactor-coordinator.scheduler.min_compaction_sources must be >= 1",
             "compactor-coordinator.scheduler.max_compaction_sources must be >= 1",
             "compactor-coordinator.scheduler.include_size_threshold must be a positive number",

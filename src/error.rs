@@ -3,6 +3,7 @@
 
 use crate::config::ConfigError;
 use crate::registry::UrlError;
+use crate::service::Service;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -27,6 +28,14 @@ pub enum Error {
         location: String,
         source: ConfigError,
     },
+    #[error("invalid node id: {0}")]
+    InvalidNodeId(String),
+    #[error("services lists \"{0}\" more than once")]
+    DuplicateService(Service),
+    #[error("this build of sleet cannot run the {0} service yet")]
+    ServiceUnavailable(Service),
+    #[error("{0}")]
+    CliUsage(String),
     #[error("{failed} of {total} config files have problems")]
     ConfigCheckFailed { failed: usize, total: usize },
 }

@@ -86,6 +86,20 @@ pub struct HeartbeatBody {
     pub slatedb_version: String,
     /// Task counts per offered service, sorted by service letter.
     pub services: Vec<ServiceTasks>,
+    /// Tasks waiting out a failure, with the error (a bounded sample).
+    /// Added after sleet 0.1.0, whose readers ignore it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failing: Vec<TaskFailure>,
+}
+
+/// A task that failed and waits to retry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskFailure {
+    pub database: String,
+    pub service: Service,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    pub error: String,
 }
 
 /// How many of one service's tasks a node runs, and how many wait to retry.
@@ -108,6 +122,7 @@ impl HeartbeatBody {
             sleet_version: crate::SLEET_VERSION.to_string(),
             slatedb_version: crate::SLATEDB_VERSION.to_string(),
             services,
+            failing: Vec::new(),
         }
     }
 }

@@ -10,7 +10,7 @@
 //! # async fn demo() -> Result<(), sleet::Error> {
 //! let fleet = sleet::Fleet::open("file:///var/lib/sleet/fleet")?;
 //! fleet.register("s3://bucket/db1").await?;
-//! let status = fleet.status().await?;
+//! let status = fleet.status(sleet::StatusOptions::default()).await?;
 //! println!("{} databases", status.databases.len());
 //! # Ok(()) }
 //! ```
@@ -18,6 +18,7 @@
 pub mod cli;
 pub mod config;
 pub mod config_check;
+pub mod daemon;
 pub mod duration;
 mod error;
 pub mod heartbeat;
@@ -29,17 +30,22 @@ pub mod response;
 pub mod root;
 pub mod schema;
 pub mod service;
+pub mod services;
 pub mod status;
 pub mod store;
 #[doc(hidden)]
 pub mod testing;
 
+pub use daemon::NodeOptions;
 pub use duration::HumanDuration;
 pub use error::Error;
+pub use response::QueueStatus;
 pub use response::{
     DatabaseStatus, NodeStatus, RegisterResponse, ServicePlacement, StatusResponse,
 };
 pub use service::Service;
+pub use status::StatusOptions;
+pub use tokio_util::sync::CancellationToken;
 
 use root::FleetRoot;
 
@@ -87,7 +93,32 @@ impl Fleet {
     }
 
     /// The fleet's nodes, databases, placement and warnings, as of now.
-    pub async fn status(&self) -> Result<StatusResponse, Error> {
-        status::fleet_status(&self.root, chrono::Utc::now()).await
+    pub async fn status(&self, options: StatusOptions) -> Result<StatusResponse, Error> {
+        status::fleet_status(&self.root, chrono::Utc::now(), options).await
+    }
+
+    /// Runs a node of this fleet until `shutdown` is cancelled. On the way
+    /// out it stops its tasks (waiting a bounded time) and deletes its
+    /// heartbeat, so peers take over at their next tick.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), sleet::Error> {
+    /// let fleet = sleet::Fleet::open("file:///var/lib/sleet/fleet")?;
+    /// let shutdown = sleet::CancellationToken::new();
+    /// let node = tokio::spawn({
+    ///     let (fleet, shutdown) = (fleet.clone(), shutdown.clone());
+    ///     async move { fleet.run_node(sleet::NodeOptions::new("node-1"), shutdown).await }
+    /// });
+    /// // ... later:
+    /// shutdown.cancel();
+    /// node.await.expect("the node task")?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run_node(
+        &self,
+        options: NodeOptions,
+        shutdown: CancellationToken,
+    ) -> Result<(), Error> {
+        daemon::run_node(self.root.clone(), options, shutdown).await
     }
 }

@@ -56,6 +56,18 @@ pub struct DatabaseStatus {
     /// One entry per resolved service (one per applied target for mirror),
     /// in config order.
     pub services: Vec<ServicePlacement>,
+    /// Compaction queue depth, with `--compactions` when it could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueStatus>,
+}
+
+/// Compaction jobs of one database, from its `.compactions` file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct QueueStatus {
+    /// Jobs submitted or scheduled, waiting for a worker.
+    pub claimable: u64,
+    /// Jobs a worker holds.
+    pub running: u64,
 }
 
 /// The owners of one service of one database.

@@ -14,21 +14,67 @@ use crate::duration::HumanDuration;
 use crate::error::Error;
 use crate::heartbeat::HeartbeatBody;
 use crate::ownership::{LiveNode, database_assignments};
-use crate::response::{DatabaseStatus, NodeStatus, ServicePlacement, StatusResponse};
+use crate::response::{DatabaseStatus, NodeStatus, QueueStatus, ServicePlacement, StatusResponse};
 use crate::root::{ConfigPoller, FleetRoot, FleetView, NodeSighting, node_view};
 use crate::service::Service;
+use crate::services::DatabaseHandle;
 
-/// Heartbeat bodies read at once.
-const BODY_READS_IN_FLIGHT: usize = 16;
+/// Heartbeat bodies (or compaction queues) read at once.
+const READS_IN_FLIGHT: usize = 16;
 
-/// Reads the root and derives its status as of `now`.
-pub async fn fleet_status(root: &FleetRoot, now: DateTime<Utc>) -> Result<StatusResponse, Error> {
+/// What `status` reads beyond the root itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatusOptions {
+    /// Read each database's compaction queue depth (one read per database).
+    pub compactions: bool,
+}
+
+impl StatusOptions {
+    pub fn with_compactions(mut self, compactions: bool) -> Self {
+        self.compactions = compactions;
+        self
+    }
+}
+
+/// Reads the root and derives its status as of `now`. Only the `nodes/`
+/// LIST is fatal; every other read failure becomes a warning.
+pub async fn fleet_status(
+    root: &FleetRoot,
+    now: DateTime<Utc>,
+    options: StatusOptions,
+) -> Result<StatusResponse, Error> {
     let view = ConfigPoller::new().poll(root).await;
     let heartbeats = root.list_heartbeats().await?;
     let timeout = view.fleet.node.resolve().heartbeat_timeout;
     let sightings = node_view(&heartbeats, now, timeout);
     let bodies = read_bodies(root, &sightings).await;
-    Ok(derive_status(&view, &sightings, &bodies))
+    let mut status = derive_status(&view, &sightings, &bodies);
+    if options.compactions {
+        add_queues(&mut status).await;
+    }
+    Ok(status)
+}
+
+/// Reads each database's `.compactions` queue; failures become warnings.
+async fn add_queues(status: &mut StatusResponse) {
+    let urls: Vec<String> = status.databases.iter().map(|d| d.url.clone()).collect();
+    let queues: Vec<Result<QueueStatus, String>> = futures::stream::iter(urls)
+        .map(|url| async move {
+            let db = DatabaseHandle::open(&url).map_err(|e| e.to_string())?;
+            db.queue_depth().await.map_err(|e| e.to_string())
+        })
+        .buffered(READS_IN_FLIGHT)
+        .collect()
+        .await;
+    for (db, queue) in status.databases.iter_mut().zip(queues) {
+        match queue {
+            Ok(queue) => db.queue = Some(queue),
+            Err(e) => status
+                .warnings
+                .push(format!("failed to read compactions for {}: {e}", db.url)),
+        }
+    }
+    status.warnings.sort();
 }
 
 /// Each node's heartbeat body, where it is readable.
@@ -42,7 +88,7 @@ async fn read_bodies(
             let parsed = serde_json::from_slice::<HeartbeatBody>(&body).ok()?;
             Some((s.node_id.clone(), parsed))
         })
-        .buffered(BODY_READS_IN_FLIGHT)
+        .buffered(READS_IN_FLIGHT)
         .filter_map(|entry| async move { entry })
         .collect()
         .await
@@ -78,6 +124,22 @@ pub fn derive_status(
         })
         .collect();
     let mut warnings = view.warnings.clone();
+    for (node, body) in bodies {
+        for f in body
+            .failing
+            .iter()
+            .filter(|_| sightings.get(node).is_some_and(|s| s.live))
+        {
+            let what = match &f.target {
+                Some(target) => format!("{} target {target}", f.service),
+                None => f.service.to_string(),
+            };
+            warnings.push(format!(
+                "{what} of {} is failing on {node}: {}",
+                f.database, f.error
+            ));
+        }
+    }
     let mut unserved: Vec<Service> = Vec::new();
     let databases = view
         .databases
@@ -100,6 +162,7 @@ pub fn derive_status(
             DatabaseStatus {
                 url: url.clone(),
                 services,
+                queue: None,
             }
         })
         .collect();
@@ -125,8 +188,9 @@ pub fn render_text(status: &StatusResponse) -> String {
             n.slatedb_version.clone().unwrap_or_else(|| "-".into()),
         ]
     });
+    let with_queue = status.databases.iter().any(|db| db.queue.is_some());
     let placements = status.databases.iter().flat_map(|db| {
-        db.services.iter().map(|p| {
+        db.services.iter().map(move |p| {
             let service = match &p.target {
                 Some(target) => format!("{} ({target})", p.service),
                 None => p.service.to_string(),
@@ -136,7 +200,13 @@ pub fn render_text(status: &StatusResponse) -> String {
             } else {
                 p.nodes.join(",")
             };
-            vec![db.url.clone(), service, nodes]
+            let mut row = vec![db.url.clone(), service, nodes];
+            if with_queue {
+                row.push(db.queue.map_or("-".into(), |q| {
+                    format!("{} waiting, {} running", q.claimable, q.running)
+                }));
+            }
+            row
         })
     });
     let mut out = table(
@@ -144,7 +214,12 @@ pub fn render_text(status: &StatusResponse) -> String {
         nodes,
     );
     out.push('\n');
-    out.push_str(&table(&["DATABASE", "SERVICE", "NODES"], placements));
+    let headers: &[&str] = if with_queue {
+        &["DATABASE", "SERVICE", "NODES", "QUEUE"]
+    } else {
+        &["DATABASE", "SERVICE", "NODES"]
+    };
+    out.push_str(&table(headers, placements));
     if !status.warnings.is_empty() {
         out.push('\n');
         for warning in &status.warnings {
@@ -240,14 +315,18 @@ mod tests {
         };
         let mut status = derive_status(&view, &sightings, &bodies);
         status.nodes[0].slatedb_version = None;
+        status.databases[0].queue = Some(QueueStatus {
+            claimable: 3,
+            running: 1,
+        });
         assert_eq!(
             render_text(&status),
             "NODE     LIVE  HEARTBEAT  SERVICES               SLEET  SLATEDB\n\
              sleet-1  yes   2s         gc,compaction-workers  0.1.0  -\n\
              \n\
-             DATABASE   SERVICE                NODES\n\
-             s3://b/db  gc                     sleet-1\n\
-             s3://b/db  compactor-coordinator  -\n\
+             DATABASE   SERVICE                NODES    QUEUE\n\
+             s3://b/db  gc                     sleet-1  3 waiting, 1 running\n\
+             s3://b/db  compactor-coordinator  -        3 waiting, 1 running\n\
              \n\
              warning: no live node offers compactor-coordinator\n"
         );

@@ -1,0 +1,721 @@
+//! A fleet node: heartbeat, compute ownership, supervise what it owns.
+//!
+//! Every `heartbeat_interval` a node overwrites its heartbeat, re-reads
+//! the config when `config_poll` is due, lists `nodes/`, deletes stale
+//! heartbeats, and reconciles its tasks to exactly the work it owns. There
+//! is no leader: nodes that see the same heartbeats and config compute the
+//! same assignment, and while views differ a task may briefly run twice,
+//! which SlateDB's fencing and CAS make safe.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::Utc;
+use object_store::path::Path;
+use object_store::{ObjectStoreExt, PutPayload};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::config::{DatabaseSettings, NodeSettings};
+use crate::error::Error;
+use crate::heartbeat::{self, HeartbeatBody, ServiceTasks, TaskFailure, validate_node_id};
+use crate::ownership::{LiveNode, database_assignments};
+use crate::root::{
+    ConfigPoller, FleetRoot, FleetView, HeartbeatObject, NODES_DIR, NodeSighting, node_view,
+};
+use crate::service::{Service, first_duplicate};
+use crate::services::{DatabaseHandle, ServiceError, ServiceSpec, run_service};
+
+/// The first retry waits twice this; each failure doubles the wait.
+const BACKOFF_START: Duration = Duration::from_secs(1);
+/// The longest wait between retries of a failing task.
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// How long a cancelled task may take to stop before it is abandoned.
+const STOP_GRACE: Duration = Duration::from_secs(20);
+/// How long shutdown waits for every task before deleting the heartbeat.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+/// Heartbeats this many timeouts old are deleted by any node.
+const DEAD_HEARTBEAT_TIMEOUTS: u32 = 10;
+/// Failing tasks listed in a heartbeat body, at most.
+const MAX_REPORTED_FAILURES: usize = 16;
+
+/// Opens a database's store and admin handle. Tests swap in stores that
+/// count requests or inject faults.
+pub type DatabaseOpener = Arc<dyn Fn(&str) -> Result<DatabaseHandle, ServiceError> + Send + Sync>;
+
+/// The services a node runs today. Mirroring is not offered by this build:
+/// a node must never advertise work it would not do.
+pub const RUNNABLE_SERVICES: [Service; 3] = [
+    Service::Gc,
+    Service::CompactorCoordinator,
+    Service::CompactionWorkers,
+];
+
+/// How to run a node.
+#[derive(Clone)]
+pub struct NodeOptions {
+    /// 1-128 characters of `[A-Za-z0-9_-]`, unique in the fleet.
+    pub node_id: String,
+    /// The services this node offers (and so may be assigned).
+    pub services: Vec<Service>,
+    opener: DatabaseOpener,
+}
+
+impl std::fmt::Debug for NodeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeOptions")
+            .field("node_id", &self.node_id)
+            .field("services", &self.services)
+            .finish()
+    }
+}
+
+impl NodeOptions {
+    /// A node offering every service this build runs.
+    pub fn new(node_id: impl Into<String>) -> Self {
+        NodeOptions {
+            node_id: node_id.into(),
+            services: RUNNABLE_SERVICES.to_vec(),
+            opener: Arc::new(|url: &str| DatabaseHandle::open(url)),
+        }
+    }
+
+    /// Offer exactly these services (an empty list offers none).
+    pub fn with_services(mut self, services: impl IntoIterator<Item = Service>) -> Self {
+        self.services = services.into_iter().collect();
+        self
+    }
+
+    #[doc(hidden)]
+    pub fn with_database_opener(mut self, opener: DatabaseOpener) -> Self {
+        self.opener = opener;
+        self
+    }
+
+    fn validate(&self) -> Result<(), Error> {
+        validate_node_id(&self.node_id).map_err(Error::InvalidNodeId)?;
+        if let Some(dup) = first_duplicate(&self.services) {
+            return Err(Error::DuplicateService(dup));
+        }
+        if let Some(s) = self
+            .services
+            .iter()
+            .find(|s| !RUNNABLE_SERVICES.contains(s))
+        {
+            return Err(Error::ServiceUnavailable(*s));
+        }
+        Ok(())
+    }
+}
+
+/// One unit of work a node may own.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TaskKey {
+    pub database: String,
+    pub service: Service,
+    pub target: Option<String>,
+}
+
+/// The tasks `node_id` owns, each with the settings it runs with.
+///
+/// The node always counts itself live with the services it offers, so a
+/// node whose own heartbeat is missing from a listing (first tick, a slow
+/// store) still takes its share rather than none.
+pub fn owned_tasks(
+    node_id: &str,
+    offered: &[Service],
+    sightings: &BTreeMap<String, NodeSighting>,
+    view: &FleetView,
+) -> BTreeMap<TaskKey, ServiceSpec> {
+    let mut live: Vec<LiveNode<'_>> = sightings
+        .values()
+        .filter(|s| s.live && s.node_id != node_id)
+        .map(|s| LiveNode {
+            id: &s.node_id,
+            services: &s.services,
+        })
+        .collect();
+    live.push(LiveNode {
+        id: node_id,
+        services: offered,
+    });
+    let mut owned = BTreeMap::new();
+    for (url, file) in &view.databases {
+        let settings = view.fleet.resolve_database(file);
+        for assignment in database_assignments(url, &settings, &live) {
+            if !assignment.owners.iter().any(|o| o == node_id) {
+                continue;
+            }
+            if let Some(spec) = task_spec(assignment.service, &settings) {
+                let key = TaskKey {
+                    database: url.clone(),
+                    service: assignment.service,
+                    target: assignment.target,
+                };
+                owned.insert(key, spec);
+            }
+        }
+    }
+    owned
+}
+
+fn task_spec(service: Service, settings: &DatabaseSettings) -> Option<ServiceSpec> {
+    match service {
+        Service::Gc => Some(ServiceSpec::Gc(settings.gc.clone())),
+        Service::CompactorCoordinator => {
+            Some(ServiceSpec::Coordinator(settings.coordinator.clone()))
+        }
+        Service::CompactionWorkers => Some(ServiceSpec::Workers(settings.workers.clone())),
+        Service::Mirror => None,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Task states, shared between supervisors and the heartbeat
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Running,
+    Backoff,
+}
+
+#[derive(Debug, Clone)]
+struct TaskState {
+    /// Which supervisor wrote this, so a stopping one never erases the
+    /// state of its replacement.
+    instance: u64,
+    phase: Phase,
+    last_error: Option<String>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct TaskBoard {
+    states: Arc<Mutex<HashMap<TaskKey, TaskState>>>,
+}
+
+impl TaskBoard {
+    fn set(&self, key: &TaskKey, instance: u64, phase: Phase, last_error: Option<String>) {
+        let mut states = self.states.lock().expect("task board lock");
+        states.insert(
+            key.clone(),
+            TaskState {
+                instance,
+                phase,
+                last_error,
+            },
+        );
+    }
+
+    fn remove(&self, key: &TaskKey, instance: u64) {
+        let mut states = self.states.lock().expect("task board lock");
+        if states.get(key).is_some_and(|s| s.instance == instance) {
+            states.remove(key);
+        }
+    }
+
+    /// Per-service counts for every offered service, and failing tasks.
+    fn summary(&self, offered: &[Service]) -> (Vec<ServiceTasks>, Vec<TaskFailure>) {
+        let states = self.states.lock().expect("task board lock");
+        let counts = offered
+            .iter()
+            .map(|&service| {
+                let of = |phase| {
+                    states
+                        .iter()
+                        .filter(|(k, s)| k.service == service && s.phase == phase)
+                        .count() as u64
+                };
+                ServiceTasks {
+                    service,
+                    running: of(Phase::Running),
+                    backoff: of(Phase::Backoff),
+                }
+            })
+            .collect();
+        let mut failing: Vec<TaskFailure> = states
+            .iter()
+            .filter_map(|(k, s)| {
+                Some(TaskFailure {
+                    database: k.database.clone(),
+                    service: k.service,
+                    target: k.target.clone(),
+                    error: s.last_error.clone()?,
+                })
+            })
+            .collect();
+        failing.sort_by(|a, b| (&a.database, a.service).cmp(&(&b.database, b.service)));
+        failing.truncate(MAX_REPORTED_FAILURES);
+        (counts, failing)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The node
+// ---------------------------------------------------------------------------
+
+struct RunningTask {
+    spec: ServiceSpec,
+    token: CancellationToken,
+}
+
+struct Node {
+    root: FleetRoot,
+    id: String,
+    offered: Vec<Service>,
+    heartbeat_path: Path,
+    opener: DatabaseOpener,
+    poller: ConfigPoller,
+    view: FleetView,
+    last_poll: Instant,
+    running: HashMap<TaskKey, RunningTask>,
+    task_keys: HashMap<tokio::task::Id, TaskKey>,
+    tasks: JoinSet<()>,
+    board: TaskBoard,
+    next_instance: u64,
+}
+
+/// Runs a node until `shutdown` is cancelled, then stops its tasks
+/// (waiting a bounded time) and deletes its heartbeat so peers take over
+/// at their next tick.
+pub async fn run_node(
+    root: FleetRoot,
+    options: NodeOptions,
+    shutdown: CancellationToken,
+) -> Result<(), Error> {
+    options.validate()?;
+    let mut node = Node::start(root, options).await;
+    loop {
+        node.tick().await;
+        let interval = node.settings().heartbeat_interval;
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(interval) => {}
+        }
+    }
+    node.shut_down().await;
+    Ok(())
+}
+
+impl Node {
+    async fn start(root: FleetRoot, options: NodeOptions) -> Node {
+        let name = heartbeat::object_name(&options.node_id, &options.services);
+        let heartbeat_path = root.path(&format!("{NODES_DIR}/{name}"));
+        info!(node_id = %options.node_id, root = %root.url(), heartbeat = %name, "sleet node starting");
+        let mut poller = ConfigPoller::new();
+        let view = poller.poll(&root).await;
+        log_warnings(&view);
+        Node {
+            root,
+            id: options.node_id,
+            offered: options.services,
+            heartbeat_path,
+            opener: options.opener,
+            poller,
+            view,
+            last_poll: Instant::now(),
+            running: HashMap::new(),
+            task_keys: HashMap::new(),
+            tasks: JoinSet::new(),
+            board: TaskBoard::default(),
+            next_instance: 0,
+        }
+    }
+
+    fn settings(&self) -> NodeSettings {
+        self.view.fleet.node.resolve()
+    }
+
+    async fn tick(&mut self) {
+        self.reap_finished();
+        self.put_heartbeat().await;
+        if self.last_poll.elapsed() >= self.settings().config_poll {
+            self.view = self.poller.poll(&self.root).await;
+            self.last_poll = Instant::now();
+            log_warnings(&self.view);
+        }
+        let heartbeats = match self.root.list_heartbeats().await {
+            Ok(heartbeats) => heartbeats,
+            Err(e) => {
+                warn!("{e}; keeping current assignments");
+                return;
+            }
+        };
+        let now = Utc::now();
+        let sightings = node_view(&heartbeats, now, self.settings().heartbeat_timeout);
+        self.delete_stale_heartbeats(&heartbeats, now).await;
+        let owned = owned_tasks(&self.id, &self.offered, &sightings, &self.view);
+        self.reconcile(owned);
+    }
+
+    async fn put_heartbeat(&self) {
+        let (counts, failing) = self.board.summary(&self.offered);
+        let mut body = HeartbeatBody::new(&self.id, counts);
+        body.failing = failing;
+        let bytes = serde_json::to_vec(&body).expect("heartbeat bodies serialize");
+        if let Err(e) = self
+            .root
+            .store()
+            .put(&self.heartbeat_path, PutPayload::from(bytes))
+            .await
+        {
+            warn!("failed to PUT heartbeat {}: {e}", self.heartbeat_path);
+        }
+    }
+
+    /// Deletes this node's heartbeats under old names (it changed roles)
+    /// and anyone's heartbeat dead for ten timeouts.
+    async fn delete_stale_heartbeats(
+        &self,
+        heartbeats: &[HeartbeatObject],
+        now: chrono::DateTime<Utc>,
+    ) {
+        let dead_after = self.settings().heartbeat_timeout * DEAD_HEARTBEAT_TIMEOUTS;
+        for hb in heartbeats {
+            let age = (now - hb.last_modified).to_std().unwrap_or_default();
+            let renamed = hb.node_id == self.id && hb.path != self.heartbeat_path;
+            if !renamed && age < dead_after {
+                continue;
+            }
+            match self.root.store().delete(&hb.path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {
+                    info!(heartbeat = %hb.path, "deleted a stale heartbeat")
+                }
+                Err(e) => warn!("failed to delete stale heartbeat {}: {e}", hb.path),
+            }
+        }
+    }
+
+    /// Forgets supervisors that have exited, so owned keys restart.
+    fn reap_finished(&mut self) {
+        while let Some(done) = self.tasks.try_join_next_with_id() {
+            let id = match done {
+                Ok((id, ())) => id,
+                Err(e) => {
+                    if e.is_panic() {
+                        warn!("a task supervisor panicked: {e}");
+                    }
+                    e.id()
+                }
+            };
+            if let Some(key) = self.task_keys.remove(&id) {
+                self.running.remove(&key);
+            }
+        }
+    }
+
+    /// Stops tasks no longer owned or whose settings changed; starts owned
+    /// ones that are not running.
+    fn reconcile(&mut self, owned: BTreeMap<TaskKey, ServiceSpec>) {
+        self.running.retain(|key, task| {
+            let keep = owned.get(key) == Some(&task.spec);
+            if !keep {
+                info!(database = %key.database, service = %key.service, "stopping task");
+                task.token.cancel();
+            }
+            keep
+        });
+        for (key, spec) in owned {
+            if !self.running.contains_key(&key) {
+                self.spawn(key, spec);
+            }
+        }
+    }
+
+    fn spawn(&mut self, key: TaskKey, spec: ServiceSpec) {
+        info!(database = %key.database, service = %key.service, "starting task");
+        let token = CancellationToken::new();
+        self.next_instance += 1;
+        let supervisor = Supervisor {
+            key: key.clone(),
+            spec: spec.clone(),
+            instance: self.next_instance,
+            board: self.board.clone(),
+            opener: self.opener.clone(),
+            fenced_wait: self.settings().heartbeat_interval,
+        };
+        let handle = self.tasks.spawn(supervisor.run(token.clone()));
+        self.task_keys.insert(handle.id(), key.clone());
+        self.running.insert(key, RunningTask { spec, token });
+    }
+
+    async fn shut_down(mut self) {
+        info!("shutting down: stopping tasks and deleting heartbeat");
+        for task in self.running.values() {
+            task.token.cancel();
+        }
+        let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+            while self.tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            warn!(
+                "{} tasks did not stop within {}s; abandoning them",
+                self.tasks.len(),
+                SHUTDOWN_GRACE.as_secs()
+            );
+            self.tasks.shutdown().await;
+        }
+        match self.root.store().delete(&self.heartbeat_path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => warn!("failed to delete heartbeat {}: {e}", self.heartbeat_path),
+        }
+    }
+}
+
+fn log_warnings(view: &FleetView) {
+    for w in &view.warnings {
+        warn!("{w}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Supervision
+// ---------------------------------------------------------------------------
+
+/// Runs one task until it is cancelled, retrying failures with
+/// exponential backoff.
+struct Supervisor {
+    key: TaskKey,
+    spec: ServiceSpec,
+    instance: u64,
+    board: TaskBoard,
+    opener: DatabaseOpener,
+    /// A fenced coordinator waits one heartbeat interval, then reruns if
+    /// this node still owns it (the views that disagreed have converged).
+    fenced_wait: Duration,
+}
+
+impl Supervisor {
+    async fn run(self, token: CancellationToken) {
+        let mut backoff = BACKOFF_START;
+        loop {
+            self.board
+                .set(&self.key, self.instance, Phase::Running, None);
+            let result = self.run_once(&token).await;
+            if token.is_cancelled() {
+                break;
+            }
+            let wait = match result {
+                Ok(()) => {
+                    info!(database = %self.key.database, service = %self.key.service,
+                        "task ended; it restarts at the next tick if still owned");
+                    break;
+                }
+                Err(e) if e.is_fenced() => {
+                    info!(database = %self.key.database, "coordinator fenced; retrying after one heartbeat interval");
+                    backoff = BACKOFF_START;
+                    self.fenced_wait
+                }
+                Err(e) => {
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                    warn!(database = %self.key.database, service = %self.key.service,
+                        "task failed: {e}; retrying in {}s", backoff.as_secs());
+                    self.board.set(
+                        &self.key,
+                        self.instance,
+                        Phase::Backoff,
+                        Some(e.to_string()),
+                    );
+                    backoff
+                }
+            };
+            tokio::select! {
+                _ = token.cancelled() => break,
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+        self.board.remove(&self.key, self.instance);
+    }
+
+    /// One run of the service. Cancellation is passed to SlateDB, which
+    /// stops cleanly; a run that does not stop within the grace period
+    /// (a store that hangs during startup) is abandoned.
+    async fn run_once(&self, token: &CancellationToken) -> Result<(), ServiceError> {
+        let db = (self.opener)(&self.key.database)?;
+        let run = run_service(&db, &self.spec, token.clone());
+        tokio::pin!(run);
+        tokio::select! {
+            result = &mut run => result,
+            _ = token.cancelled() => match tokio::time::timeout(STOP_GRACE, &mut run).await {
+                Ok(result) => result,
+                Err(_) => {
+                    warn!(database = %self.key.database, service = %self.key.service,
+                        "task did not stop within {}s of cancellation; abandoning it", STOP_GRACE.as_secs());
+                    Ok(())
+                }
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{DatabaseConfig, FleetConfig, parse_database_config};
+
+    fn sighting(id: &str, services: &[Service], live: bool) -> (String, NodeSighting) {
+        (
+            id.to_string(),
+            NodeSighting {
+                node_id: id.into(),
+                services: services.to_vec(),
+                age: Duration::ZERO,
+                live,
+                path: Path::from(format!("nodes/{id}.json")),
+            },
+        )
+    }
+
+    fn view(databases: &[(&str, &str)]) -> FleetView {
+        let fleet = FleetConfig::default();
+        FleetView {
+            databases: databases
+                .iter()
+                .map(|(url, toml)| {
+                    (
+                        url.to_string(),
+                        parse_database_config(&fleet, toml).unwrap(),
+                    )
+                })
+                .collect(),
+            fleet,
+            warnings: vec![],
+        }
+    }
+
+    #[test]
+    fn every_task_has_exactly_one_owner_among_live_nodes() {
+        let all = RUNNABLE_SERVICES;
+        let sightings: BTreeMap<_, _> = [
+            sighting("a", &all, true),
+            sighting("b", &all, true),
+            sighting("c", &all, true),
+            sighting("dead", &all, false),
+        ]
+        .into();
+        let dbs: Vec<(String, &str)> = (0..30).map(|i| (format!("s3://b/db{i}"), "")).collect();
+        let dbs: Vec<(&str, &str)> = dbs.iter().map(|(u, t)| (u.as_str(), *t)).collect();
+        let v = view(&dbs);
+        let mut owners: BTreeMap<TaskKey, Vec<&str>> = BTreeMap::new();
+        for id in ["a", "b", "c"] {
+            for key in owned_tasks(id, &all, &sightings, &v).into_keys() {
+                owners.entry(key).or_default().push(id);
+            }
+        }
+        assert_eq!(owners.len(), 30 * 3);
+        assert!(owners.values().all(|o| o.len() == 1), "{owners:?}");
+        let shares: Vec<usize> = ["a", "b", "c"]
+            .iter()
+            .map(|id| owners.values().filter(|o| o[0] == *id).count())
+            .collect();
+        assert!(shares.iter().all(|&n| n > 0), "work spreads: {shares:?}");
+    }
+
+    #[test]
+    fn a_node_counts_itself_live_and_respects_roles() {
+        let sightings = BTreeMap::from([sighting("peer", &[Service::CompactionWorkers], true)]);
+        let v = view(&[("s3://b/db", "[compaction-workers]\ncount = 2")]);
+        let owned = owned_tasks(
+            "me",
+            &[Service::Gc, Service::CompactionWorkers],
+            &sightings,
+            &v,
+        );
+        let services: Vec<_> = owned.keys().map(|k| k.service).collect();
+        assert_eq!(
+            services,
+            [Service::Gc, Service::CompactionWorkers],
+            "absent from the listing, still owns"
+        );
+        let peer = owned_tasks("peer", &[Service::CompactionWorkers], &sightings, &v);
+        assert_eq!(peer.len(), 1, "count = 2 spans both nodes");
+        assert!(owned_tasks("me", &[], &sightings, &v).is_empty());
+        let disabled = view(&[("s3://b/db", "services = []")]);
+        assert!(owned_tasks("me", &RUNNABLE_SERVICES, &sightings, &disabled).is_empty());
+    }
+
+    #[test]
+    fn specs_change_only_with_their_own_settings() {
+        let fleet = FleetConfig::default();
+        let a = fleet.resolve_database(&DatabaseConfig::default());
+        let b = fleet.resolve_database(
+            &parse_database_config(&fleet, "[gc.manifest]\nmin_age = \"1m\"").unwrap(),
+        );
+        assert_ne!(task_spec(Service::Gc, &a), task_spec(Service::Gc, &b));
+        assert_eq!(
+            task_spec(Service::CompactorCoordinator, &a),
+            task_spec(Service::CompactorCoordinator, &b),
+            "a GC edit does not restart the coordinator"
+        );
+    }
+
+    #[test]
+    fn options_are_validated() {
+        assert!(matches!(
+            NodeOptions::new("bad id").validate(),
+            Err(Error::InvalidNodeId(_))
+        ));
+        let dup = NodeOptions::new("n").with_services([Service::Gc, Service::Gc]);
+        assert!(matches!(
+            dup.validate(),
+            Err(Error::DuplicateService(Service::Gc))
+        ));
+        let mirror = NodeOptions::new("n").with_services([Service::Mirror]);
+        assert!(matches!(
+            mirror.validate(),
+            Err(Error::ServiceUnavailable(Service::Mirror))
+        ));
+        assert!(NodeOptions::new("n").with_services([]).validate().is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failing_tasks_back_off_and_report_their_error() {
+        let board = TaskBoard::default();
+        let key = TaskKey {
+            database: "s3://b/db".into(),
+            service: Service::Gc,
+            target: None,
+        };
+        let opened = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let counter = opened.clone();
+        let supervisor = Supervisor {
+            key: key.clone(),
+            spec: task_spec(
+                Service::Gc,
+                &FleetConfig::default().resolve_database(&DatabaseConfig::default()),
+            )
+            .unwrap(),
+            instance: 1,
+            board: board.clone(),
+            opener: Arc::new(move |_: &str| {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Err(ServiceError::NotADatabase {
+                    url: "s3://b/db".into(),
+                })
+            }),
+            fenced_wait: Duration::from_secs(7),
+        };
+        let token = CancellationToken::new();
+        let task = tokio::spawn(supervisor.run(token.clone()));
+        // Attempts at t=0, 2, 6, 14: the waits double from 2s.
+        tokio::time::sleep(Duration::from_millis(14_500)).await;
+        assert_eq!(opened.load(std::sync::atomic::Ordering::SeqCst), 4);
+        let (counts, failing) = board.summary(&[Service::Gc]);
+        assert_eq!((counts[0].running, counts[0].backoff), (0, 1));
+        assert_eq!(
+            failing[0].error,
+            "s3://b/db is not a SlateDB database (no manifest)"
+        );
+        token.cancel();
+        task.await.unwrap();
+        assert_eq!(
+            board.summary(&[Service::Gc]).0[0].backoff,
+            0,
+            "state cleared on exit"
+        );
+    }
+}

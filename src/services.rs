@@ -1,0 +1,388 @@
+//! The SlateDB services sleet runs for a database: garbage collection, the
+//! standalone compaction coordinator, and compaction workers.
+//!
+//! Each is a thin wrapper over SlateDB's `Admin` "run until cancelled"
+//! helpers, with sleet's resolved config mapped onto SlateDB's options
+//! (docs/configuration.md lists the mapping). Duplicate runs are safe:
+//! SlateDB fences a second coordinator through `compactor_epoch`, claims
+//! worker jobs by CAS, and GC honours checkpoints and boundary files.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use object_store::ObjectStore;
+use object_store::path::Path;
+use slatedb::admin::{Admin, AdminBuilder};
+use slatedb::compactor::CompactionStatus;
+use slatedb::config::{
+    CompactionWorkerOptions, CompactorOptions, GarbageCollectorDirectoryOptions,
+    GarbageCollectorOptions, GarbageCollectorScheduleOptions, SizeTieredCompactionSchedulerOptions,
+};
+use slatedb::{CloseReason, ErrorKind};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{
+    CompressionCodec, CoordinatorSettings, GcDirectory, GcSettings, WorkerSettings,
+};
+use crate::registry::{UrlError, canonicalize_database_url};
+use crate::response::QueueStatus;
+use crate::service::Service;
+use crate::store::open_url;
+
+/// How long one SlateDB admin read may take before it counts as failed.
+/// `Admin` retries store errors without limit, so every call that can
+/// wait on the store is bounded by the caller.
+pub const ADMIN_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Retries SlateDB's services make per store request before giving up, so
+/// a dead store surfaces as a task failure (and backoff) instead of a task
+/// that hangs forever.
+const OBJECT_STORE_MAX_RETRIES: u32 = 10;
+
+/// Why a service could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    #[error("failed to open database store {url}: {source}")]
+    Store {
+        url: String,
+        source: object_store::Error,
+    },
+    #[error("{url} is not a SlateDB database (no manifest)")]
+    NotADatabase { url: String },
+    #[error("{url} cannot be served: {reason}")]
+    Unsupported { url: String, reason: &'static str },
+    #[error("{what} for {url} timed out after {}s", .after.as_secs())]
+    Timeout {
+        what: &'static str,
+        url: String,
+        after: Duration,
+    },
+    #[error("{url}: {source}")]
+    SlateDb { url: String, source: slatedb::Error },
+}
+
+impl ServiceError {
+    /// Whether SlateDB stopped this run because a newer coordinator fenced
+    /// it: the expected end of a brief double run, not a failure.
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, ServiceError::SlateDb { source, .. }
+            if source.kind() == ErrorKind::Closed(CloseReason::Fenced))
+    }
+}
+
+/// A database's store and SlateDB admin handle.
+#[derive(Clone)]
+pub struct DatabaseHandle {
+    url: String,
+    admin: Arc<Admin>,
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+}
+
+impl std::fmt::Debug for DatabaseHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseHandle")
+            .field("url", &self.url)
+            .finish()
+    }
+}
+
+impl DatabaseHandle {
+    /// Opens a database from its URL, with store options from the
+    /// environment. Reads nothing yet.
+    pub fn open(url: &str) -> Result<DatabaseHandle, ServiceError> {
+        let canonical = canonicalize_database_url(url)?;
+        let (store, path) = open_url(&canonical).map_err(|source| ServiceError::Store {
+            url: canonical.clone(),
+            source,
+        })?;
+        Ok(DatabaseHandle::from_parts(canonical, store, path))
+    }
+
+    /// A handle over an existing store (tests, custom stores).
+    pub fn from_parts(url: String, store: Arc<dyn ObjectStore>, path: Path) -> DatabaseHandle {
+        let admin = Arc::new(AdminBuilder::new(path.clone(), store.clone()).build());
+        DatabaseHandle {
+            url,
+            admin,
+            store,
+            path,
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn admin(&self) -> &Admin {
+        &self.admin
+    }
+
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the store can update objects in place with `If-Match`:
+    /// SlateDB's GC boundary files need it, and `file://` and HTTP stores
+    /// cannot.
+    pub fn supports_conditional_update(&self) -> bool {
+        !(self.url.starts_with("file:") || self.url.starts_with("http"))
+    }
+
+    fn slatedb_error(&self, source: slatedb::Error) -> ServiceError {
+        ServiceError::SlateDb {
+            url: self.url.clone(),
+            source,
+        }
+    }
+
+    async fn bounded<T>(
+        &self,
+        what: &'static str,
+        call: impl Future<Output = Result<T, slatedb::Error>>,
+    ) -> Result<T, ServiceError> {
+        tokio::time::timeout(ADMIN_CALL_TIMEOUT, call)
+            .await
+            .map_err(|_| ServiceError::Timeout {
+                what,
+                url: self.url.clone(),
+                after: ADMIN_CALL_TIMEOUT,
+            })?
+            .map_err(|e| self.slatedb_error(e))
+    }
+
+    /// Checks that the database exists and has a layout the services can
+    /// serve: a database whose WAL lives in a separate object store keeps
+    /// it where sleet cannot reach, so GC would judge WAL liveness wrong.
+    pub async fn check_servable(&self) -> Result<(), ServiceError> {
+        let manifest = self
+            .bounded(
+                "reading the latest manifest",
+                self.admin.read_manifest(None),
+            )
+            .await?
+            .ok_or_else(|| ServiceError::NotADatabase {
+                url: self.url.clone(),
+            })?;
+        if manifest.wal_object_store_uri().is_some() {
+            return Err(ServiceError::Unsupported {
+                url: self.url.clone(),
+                reason: "it keeps its WAL in a separate object store (wal_object_store_uri is set)",
+            });
+        }
+        Ok(())
+    }
+
+    /// Compaction jobs waiting for a worker and running, from `.compactions`.
+    pub async fn queue_depth(&self) -> Result<QueueStatus, ServiceError> {
+        let compactions = self
+            .bounded("reading .compactions", self.admin.read_compactions(None))
+            .await?;
+        let mut queue = QueueStatus::default();
+        for job in compactions.iter().flat_map(|c| c.recent_compactions()) {
+            match job.status() {
+                CompactionStatus::Submitted | CompactionStatus::Scheduled => queue.claimable += 1,
+                CompactionStatus::Running => queue.running += 1,
+                _ => {}
+            }
+        }
+        Ok(queue)
+    }
+}
+
+/// The settings one service task runs with. Only these restart the task
+/// when they change, so editing a database's mirror target does not
+/// restart its compactor.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServiceSpec {
+    Gc(GcSettings),
+    Coordinator(CoordinatorSettings),
+    Workers(WorkerSettings),
+}
+
+impl ServiceSpec {
+    pub fn service(&self) -> Service {
+        match self {
+            ServiceSpec::Gc(_) => Service::Gc,
+            ServiceSpec::Coordinator(_) => Service::CompactorCoordinator,
+            ServiceSpec::Workers(_) => Service::CompactionWorkers,
+        }
+    }
+}
+
+/// Runs one service for a database until `token` is cancelled (or the
+/// service fails, or a coordinator is fenced).
+pub async fn run_service(
+    db: &DatabaseHandle,
+    spec: &ServiceSpec,
+    token: CancellationToken,
+) -> Result<(), ServiceError> {
+    db.check_servable().await?;
+    let result = match spec {
+        ServiceSpec::Gc(gc) => {
+            let options = gc_options(gc, db.supports_conditional_update());
+            db.admin.run_gc_with_options(token, options).await
+        }
+        ServiceSpec::Coordinator(c) => {
+            db.admin
+                .run_compactor_with_options(token, coordinator_options(c))
+                .await
+        }
+        ServiceSpec::Workers(w) => {
+            db.admin
+                .run_compaction_worker_with_options(token, worker_options(w))
+                .await
+        }
+    };
+    result.map_err(|e| db.slatedb_error(e))
+}
+
+fn directory_options(dir: &GcDirectory) -> Option<GarbageCollectorDirectoryOptions> {
+    dir.enabled.then_some(GarbageCollectorDirectoryOptions {
+        interval: Some(dir.interval),
+        min_age: dir.min_age,
+        dry_run: dir.dry_run,
+    })
+}
+
+/// SlateDB GC options from sleet's. `boundary_files` follows
+/// `gc.boundary_files` when set, else what the store supports.
+pub fn gc_options(gc: &GcSettings, store_supports_update: bool) -> GarbageCollectorOptions {
+    GarbageCollectorOptions {
+        manifest_options: directory_options(&gc.manifest),
+        wal_options: directory_options(&gc.wal),
+        wal_fence_options: directory_options(&gc.wal_fence),
+        compacted_options: directory_options(&gc.compacted),
+        compactions_options: directory_options(&gc.compactions),
+        detach_options: gc
+            .detach
+            .enabled
+            .then_some(GarbageCollectorScheduleOptions {
+                interval: Some(gc.detach.interval),
+            }),
+        metric_level: None,
+        boundary_files_enabled: gc.boundary_files.unwrap_or(store_supports_update),
+        object_store_max_retries: Some(OBJECT_STORE_MAX_RETRIES),
+    }
+}
+
+/// SlateDB coordinator options from sleet's: never an embedded worker
+/// (workers are their own service, placed on their own nodes).
+pub fn coordinator_options(c: &CoordinatorSettings) -> CompactorOptions {
+    CompactorOptions {
+        poll_interval: c.poll_interval,
+        manifest_update_timeout: c.manifest_update_timeout,
+        max_concurrent_compactions: c.max_concurrent_compactions as usize,
+        scheduler_options: SizeTieredCompactionSchedulerOptions {
+            min_compaction_sources: c.min_compaction_sources as usize,
+            max_compaction_sources: c.max_compaction_sources as usize,
+            include_size_threshold: c.include_size_threshold,
+            ..SizeTieredCompactionSchedulerOptions::default()
+        }
+        .into(),
+        worker: None,
+        metric_level: None,
+        commit_compacted_interval: c.commit_compacted_interval,
+        worker_heartbeat_timeout: c.worker_heartbeat_timeout,
+        checkpoint_lifetime: c.checkpoint_lifetime,
+        object_store_max_retries: Some(OBJECT_STORE_MAX_RETRIES),
+        ..CompactorOptions::default()
+    }
+}
+
+/// SlateDB worker options from sleet's.
+pub fn worker_options(w: &WorkerSettings) -> CompactionWorkerOptions {
+    CompactionWorkerOptions {
+        max_concurrent_compactions: w.max_concurrent_compactions as usize,
+        compactions_poll_interval: w.compactions_poll_interval,
+        heartbeat_interval: w.heartbeat_interval,
+        max_sst_size: usize::try_from(w.max_sst_size).unwrap_or(usize::MAX),
+        max_fetch_tasks: w.max_fetch_tasks as usize,
+        bytes_to_fetch: usize::try_from(w.bytes_to_fetch).unwrap_or(usize::MAX),
+        max_subcompactions: w.max_subcompactions as usize,
+        min_filter_keys: w.min_filter_keys,
+        compression_codec: w.compression_codec.map(codec),
+        metric_level: None,
+        object_store_max_retries: Some(OBJECT_STORE_MAX_RETRIES),
+    }
+}
+
+fn codec(c: CompressionCodec) -> slatedb::config::CompressionCodec {
+    use slatedb::config::CompressionCodec as C;
+    match c {
+        CompressionCodec::Snappy => C::Snappy,
+        CompressionCodec::Zlib => C::Zlib,
+        CompressionCodec::Lz4 => C::Lz4,
+        CompressionCodec::Zstd => C::Zstd,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{FleetConfig, parse_database_config};
+
+    fn settings(toml: &str) -> crate::config::DatabaseSettings {
+        let fleet = FleetConfig::default();
+        fleet.resolve_database(&parse_database_config(&fleet, toml).unwrap())
+    }
+
+    #[test]
+    fn options_map_from_resolved_defaults() {
+        let s = settings("");
+        let gc = gc_options(&s.gc, true);
+        let manifest = gc.manifest_options.unwrap();
+        assert_eq!(manifest.interval, Some(Duration::from_secs(60)));
+        assert_eq!(manifest.min_age, Duration::from_secs(300));
+        assert!(!manifest.dry_run);
+        assert!(gc.wal_fence_options.unwrap().dry_run);
+        assert_eq!(
+            gc.detach_options.unwrap().interval,
+            Some(Duration::from_secs(60))
+        );
+        assert!(gc.boundary_files_enabled);
+        assert!(
+            !gc_options(&s.gc, false).boundary_files_enabled,
+            "file:// cannot If-Match"
+        );
+
+        let c = coordinator_options(&s.coordinator);
+        assert!(c.worker.is_none(), "never an embedded worker");
+        assert_eq!(c.poll_interval, Duration::from_secs(5));
+        assert_eq!(c.scheduler_options["max_compaction_sources"], "8");
+        assert_eq!(c.checkpoint_lifetime, Duration::from_secs(900));
+
+        let w = worker_options(&s.workers);
+        assert_eq!(w.heartbeat_interval, Duration::from_secs(10));
+        assert_eq!(w.max_sst_size, 256 * 1024 * 1024);
+        assert!(w.compression_codec.is_none());
+    }
+
+    #[test]
+    fn disabled_directories_and_overrides_map_through() {
+        let s = settings(
+            r#"[gc]
+            boundary_files = true
+            [gc.compacted]
+            enabled = false
+            [gc.detach]
+            enabled = false
+            [compaction-workers]
+            compression_codec = "lz4""#,
+        );
+        let gc = gc_options(&s.gc, false);
+        assert!(gc.compacted_options.is_none());
+        assert!(gc.detach_options.is_none());
+        assert!(gc.boundary_files_enabled, "explicit setting wins");
+        assert!(matches!(
+            worker_options(&s.workers).compression_codec,
+            Some(slatedb::config::CompressionCodec::Lz4)
+        ));
+    }
+}
