@@ -330,8 +330,19 @@ impl ConfigPoller {
         warnings: &mut Vec<String>,
     ) -> DatabaseConfig {
         if entry.size == 0 {
-            self.entries.remove(&entry.name);
-            return DatabaseConfig::default();
+            // Empty means "fleet defaults": no GET, but remembered as the
+            // last good version in case the file is later broken.
+            let config = DatabaseConfig::default();
+            self.entries.insert(
+                entry.name.clone(),
+                CachedEntry {
+                    e_tag: entry.e_tag.clone(),
+                    text: String::new(),
+                    good: Some(config.clone()),
+                    checked_against: Some(self.fleet.clone()),
+                },
+            );
+            return config;
         }
         let cached = self
             .entries
@@ -592,6 +603,29 @@ mod tests {
                 .iter()
                 .any(|w| w.ends_with("; keeping last good")
                     && w.starts_with("invalid registry entry dbs/s3%3A%2F%2Fb%2Fdb.toml"))
+        );
+    }
+
+    #[tokio::test]
+    async fn an_empty_file_is_a_last_good_version() {
+        let root = memory_root();
+        let file = root.register("s3://b/db").await.unwrap().file;
+        let mut poller = ConfigPoller::new();
+        assert_eq!(
+            poller.poll(&root).await.databases["s3://b/db"],
+            DatabaseConfig::default()
+        );
+        put(&root, &file, "services = 7").await;
+        let view = poller.poll(&root).await;
+        assert_eq!(
+            view.databases["s3://b/db"],
+            DatabaseConfig::default(),
+            "not disabled"
+        );
+        assert!(
+            view.warnings[0].ends_with("; keeping last good"),
+            "{:?}",
+            view.warnings
         );
     }
 

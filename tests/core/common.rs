@@ -1,3 +1,5 @@
+//! Each test binary uses part of these helpers.
+#![allow(dead_code)]
 //! Helpers shared by the fleet-core tests.
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,114 @@
+//! The real `sleet run` binary: signals, exit codes and argument errors.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+fn start_node(root: &FileRoot, id: &str) -> Child {
+    root.write(
+        "sleet.toml",
+        "[node]\nheartbeat_interval = \"200ms\"\nheartbeat_timeout = \"2s\"\n",
+    );
+    Command::new(env!("CARGO_BIN_EXE_sleet"))
+        .args(["run", &root.url(), "--node-id", id])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sleet run starts")
+}
+
+fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn sigint_and_sigterm_stop_cleanly_and_delete_the_heartbeat() {
+    for sig in ["INT", "TERM"] {
+        let root = FileRoot::new();
+        let mut child = start_node(&root, "s1");
+        let heartbeat = root.path("nodes/s1.cgw.json");
+        wait_for("the heartbeat", Duration::from_secs(20), || {
+            heartbeat.exists()
+        });
+        signal(&child, sig);
+        let status = child.wait().unwrap();
+        assert!(status.success(), "SIG{sig}: exit {status:?}");
+        assert!(!heartbeat.exists(), "SIG{sig} left the heartbeat behind");
+    }
+}
+
+#[test]
+fn sigkill_leaves_the_heartbeat_for_peers_to_time_out() {
+    let root = FileRoot::new();
+    let mut child = start_node(&root, "victim");
+    let heartbeat = root.path("nodes/victim.cgw.json");
+    wait_for("the heartbeat", Duration::from_secs(20), || {
+        heartbeat.exists()
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(heartbeat.exists());
+    std::thread::sleep(Duration::from_millis(2100));
+    let status = json(&ok(sleet(&["status", &root.url(), "--format", "json"])));
+    assert_eq!(status["nodes"][0]["node_id"], "victim");
+    assert_eq!(
+        status["nodes"][0]["live"], false,
+        "dead after the 2s timeout: {status:#}"
+    );
+}
+
+#[test]
+fn run_rejects_bad_arguments() {
+    let root = FileRoot::new();
+    let url = root.url();
+    let err = fails_with(
+        sleet(&["run", &url, "--node-id", "bad.id"]),
+        2,
+        "invalid value 'bad.id' for '--node-id <NODE_ID>'",
+    );
+    assert!(
+        err.contains("node ids are 1-128 chars of [A-Za-z0-9_-]"),
+        "{err}"
+    );
+    fails_with(
+        sleet(&[
+            "run",
+            &url,
+            "--node-id",
+            "n1",
+            "--services",
+            "gc,compaction-workers,gc",
+        ]),
+        1,
+        "error: --services lists \"gc\" more than once",
+    );
+    fails_with(
+        sleet(&["run", &url, "--node-id", "n1", "--services", "gcc"]),
+        2,
+        "unknown service \"gcc\"",
+    );
+    fails_with(
+        sleet(&["run", &url, "--node-id", "n1", "--services", "mirror"]),
+        2,
+        "this build of sleet cannot run the mirror service yet",
+    );
+    fails_with(
+        sleet(&["run", "ftp://x/fleet", "--node-id", "n1"]),
+        1,
+        "error: invalid fleet root: unsupported URL scheme \"ftp\"",
+    );
+    assert!(!root.path("nodes").exists(), "no heartbeat was written");
+}
