@@ -60,6 +60,13 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+    /// Run a local demo: a file:// fleet root, a database under write load, and a node compacting and
+    /// collecting it. Ctrl-C stops it
+    Demo {
+        /// Where to put the fleet root and the database
+        #[arg(default_value = "sleet-demo")]
+        dir: std::path::PathBuf,
+    },
     /// Configuration files: check them before uploading
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -120,6 +127,11 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         Command::Register { root, db, format } => {
             let registered = Fleet::open(&root)?.register(&db).await?;
             emit(format, &registered, render_register)
+        }
+        Command::Demo { dir } => {
+            let shutdown = CancellationToken::new();
+            tokio::spawn(cancel_on_signal(shutdown.clone()));
+            crate::demo::run(&dir, shutdown).await?;
         }
         Command::Config(ConfigCommand::Check { files, fleet }) => {
             let report = config_check::check_files(&files, fleet.as_deref());

@@ -36,6 +36,8 @@ pub enum Error {
     ServiceUnavailable(Service),
     #[error("{0}")]
     CliUsage(String),
+    #[error("{0}")]
+    Demo(String),
     #[error("{failed} of {total} config files have problems")]
     ConfigCheckFailed { failed: usize, total: usize },
 }

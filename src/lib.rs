@@ -19,6 +19,7 @@ pub mod cli;
 pub mod config;
 pub mod config_check;
 pub mod daemon;
+pub mod demo;
 pub mod duration;
 mod error;
 pub mod heartbeat;

@@ -1,7 +1,6 @@
 //! Real SlateDB databases for the node tests: writers, and manifest views.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use object_store::ObjectStore;
 use object_store::path::Path;
@@ -12,17 +11,7 @@ use slatedb::config::{FlushOptions, FlushType, Settings};
 /// Writer settings that make many small L0 SSTs quickly, with no embedded
 /// compactor or GC: the fleet's nodes must do that work.
 pub fn tiny_settings() -> Settings {
-    Settings {
-        flush_interval: Some(Duration::from_millis(10)),
-        manifest_poll_interval: Duration::from_millis(100),
-        l0_sst_size_bytes: 4096,
-        max_unflushed_bytes: 64 * 1024,
-        min_filter_keys: 0,
-        l0_max_ssts: 64,
-        compactor_options: None,
-        garbage_collector_options: None,
-        ..Settings::default()
-    }
+    sleet::demo::small_sst_writer_settings()
 }
 
 pub fn open_store(url: &str) -> (Arc<dyn ObjectStore>, Path) {
