@@ -1,7 +1,6 @@
 //! The library's error type: what the facade returns, and what the CLI
 //! prints as a one-line `error: ...`.
 
-use crate::config::ConfigError;
 use crate::registry::UrlError;
 use crate::service::Service;
 
@@ -22,11 +21,6 @@ pub enum Error {
         action: &'static str,
         location: String,
         source: object_store::Error,
-    },
-    #[error("{location}: {source}")]
-    Config {
-        location: String,
-        source: ConfigError,
     },
     #[error("invalid node id: {0}")]
     InvalidNodeId(String),

@@ -4,7 +4,7 @@
 //! are stateless: they read policy and membership from here and write only
 //! their own heartbeat (and, on `register`, create-only registry files).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -309,13 +309,13 @@ impl ConfigPoller {
         };
         let entries = registry_entries(root, &listing, warnings);
         let mut databases = BTreeMap::new();
-        let mut seen = HashMap::new();
+        let mut seen = HashSet::new();
         for entry in entries {
             let config = self.entry_config(root, &entry, warnings).await;
-            seen.insert(entry.name.clone(), ());
+            seen.insert(entry.name.clone());
             databases.insert(entry.url, config);
         }
-        self.entries.retain(|name, _| seen.contains_key(name));
+        self.entries.retain(|name, _| seen.contains(name));
         self.last_databases = databases.clone();
         databases
     }
