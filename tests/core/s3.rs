@@ -68,6 +68,14 @@ pub fn unique_prefix(label: &str) -> String {
     format!("{label}-{}-{nanos:x}", std::process::id())
 }
 
+/// Writes `body` at a root-relative path through the root's store.
+async fn put(root: &FleetRoot, relative: &str, body: &'static [u8]) {
+    root.store()
+        .put(&root.path(relative), PutPayload::from_static(body))
+        .await
+        .expect("a PUT to the S3 server");
+}
+
 fn root_over(store: Arc<dyn ObjectStore>, prefix: &str) -> FleetRoot {
     FleetRoot::from_parts(format!("s3://{BUCKET}/{prefix}"), store, Path::from(prefix))
 }
@@ -200,20 +208,8 @@ async fn root_code_registers_lists_heartbeats_and_caches_by_etag() {
     assert!(root.register("s3://data/db1").await.unwrap().created);
     assert!(!root.register("s3://data/db1").await.unwrap().created);
 
-    counted
-        .put(
-            &root.path("nodes/n1.cg.json"),
-            PutPayload::from_static(b"{}"),
-        )
-        .await
-        .unwrap();
-    counted
-        .put(
-            &root.path("nodes/n2.w.json"),
-            PutPayload::from_static(b"{}"),
-        )
-        .await
-        .unwrap();
+    put(&root, "nodes/n1.cg.json", b"{}").await;
+    put(&root, "nodes/n2.w.json", b"{}").await;
     let heartbeats = root.list_heartbeats().await.unwrap();
     assert_eq!(heartbeats.len(), 2);
     let now = chrono::Utc::now();
@@ -228,20 +224,13 @@ async fn root_code_registers_lists_heartbeats_and_caches_by_etag() {
     let view = node_view(&heartbeats, now, std::time::Duration::from_secs(30));
     assert!(view.values().all(|n| n.live), "{view:#?}");
 
-    counted
-        .put(
-            &root.path("sleet.toml"),
-            PutPayload::from_static(b"[node]\nconfig_poll = \"5s\"\n"),
-        )
-        .await
-        .unwrap();
-    counted
-        .put(
-            &root.path("dbs/s3%3A%2F%2Fdata%2Fdb1.toml"),
-            PutPayload::from_static(b"services = [\"gc\"]\n"),
-        )
-        .await
-        .unwrap();
+    put(&root, "sleet.toml", b"[node]\nconfig_poll = \"5s\"\n").await;
+    put(
+        &root,
+        "dbs/s3%3A%2F%2Fdata%2Fdb1.toml",
+        b"services = [\"gc\"]\n",
+    )
+    .await;
     let mut poller = ConfigPoller::new();
     let gets_before = counted.count(Op::Get);
     let view = poller.poll(&root).await;
