@@ -364,7 +364,8 @@ impl ConfigPoller {
         if cached.checked_against.as_ref() == Some(&self.fleet)
             && let Some(good) = &cached.good
         {
-            self.entries.insert(entry.name.clone(), cached.clone());
+            // Only a cache hit gets here (a fresh fetch is unchecked), and
+            // the cache already holds this entry.
             return good.clone();
         }
         match parse_database_config(&self.fleet, &cached.text) {

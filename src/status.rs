@@ -124,12 +124,11 @@ pub fn derive_status(
         })
         .collect();
     let mut warnings = view.warnings.clone();
-    for (node, body) in bodies {
-        for f in body
-            .failing
-            .iter()
-            .filter(|_| sightings.get(node).is_some_and(|s| s.live))
-        {
+    let live_bodies = bodies
+        .iter()
+        .filter(|(node, _)| sightings.get(*node).is_some_and(|s| s.live));
+    for (node, body) in live_bodies {
+        for f in &body.failing {
             let what = match &f.target {
                 Some(target) => format!("{} target {target}", f.service),
                 None => f.service.to_string(),
