@@ -53,6 +53,18 @@ impl FleetRoot {
         FleetRoot { url, store, prefix }
     }
 
+    /// The same root through a wrapped store: request counting, fault
+    /// injection, metrics.
+    pub fn wrap_store(
+        self,
+        wrap: impl FnOnce(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore>,
+    ) -> Self {
+        FleetRoot {
+            store: wrap(self.store),
+            ..self
+        }
+    }
+
     /// The canonical root URL.
     pub fn url(&self) -> &str {
         &self.url

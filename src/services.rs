@@ -112,6 +112,15 @@ impl DatabaseHandle {
         }
     }
 
+    /// The same database through a wrapped store (request counting,
+    /// fault injection); the admin handle is rebuilt over it.
+    pub fn wrap_store(
+        self,
+        wrap: impl FnOnce(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore>,
+    ) -> Self {
+        DatabaseHandle::from_parts(self.url, wrap(self.store), self.path)
+    }
+
     pub fn url(&self) -> &str {
         &self.url
     }

@@ -1,4 +1,5 @@
-//! Test and benchmark seams: an object-store wrapper that counts requests.
+//! Test and benchmark seams: object-store wrappers that count requests and
+//! inject faults.
 //!
 //! Not covered by semver; used by sleet's own tests and benchmarks to
 //! check request-cost promises against a real store.
@@ -10,8 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::StreamExt;
 use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
@@ -131,6 +132,169 @@ impl ObjectStore for CountingStore {
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
         self.bump(Op::Copy);
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// Fault settings shared by every [`FaultyStore`] made from them, so a test
+/// can turn faults up and down for a whole fleet at once.
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// Requests failed out of every 1000, before they reach the store.
+    error_per_mille: AtomicU64,
+    /// Each request waits a pseudo-random 0..=this many milliseconds.
+    max_latency_ms: AtomicU64,
+    /// Requests seen, the seed of the next pseudo-random draw.
+    sequence: AtomicU64,
+    injected: AtomicU64,
+}
+
+impl Faults {
+    pub fn new() -> Arc<Faults> {
+        Arc::new(Faults::default())
+    }
+
+    /// Fails `per_mille` of 1000 requests and delays each by up to `max_latency`.
+    pub fn set(&self, per_mille: u64, max_latency: std::time::Duration) {
+        self.error_per_mille
+            .store(per_mille.min(1000), Ordering::Relaxed);
+        self.max_latency_ms
+            .store(max_latency.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// No more faults.
+    pub fn clear(&self) {
+        self.set(0, std::time::Duration::ZERO);
+    }
+
+    /// Errors injected so far.
+    pub fn injected(&self) -> u64 {
+        self.injected.load(Ordering::Relaxed)
+    }
+
+    /// A well-mixed 64-bit draw (SplitMix64 over a shared counter): cheap,
+    /// deterministic in distribution, and needs no RNG crate.
+    fn draw(&self) -> u64 {
+        let mut z = self
+            .sequence
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Waits the injected latency, then decides whether this request fails.
+    async fn before_request(&self, location: &str) -> Result<()> {
+        let max_latency = self.max_latency_ms.load(Ordering::Relaxed);
+        if max_latency > 0 {
+            let wait = self.draw() % (max_latency + 1);
+            tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+        }
+        if self.draw() % 1000 < self.error_per_mille.load(Ordering::Relaxed) {
+            self.injected.fetch_add(1, Ordering::Relaxed);
+            return Err(object_store::Error::Generic {
+                store: "FaultyStore",
+                source: format!("injected fault for {location}").into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Wraps a store and fails or delays requests as its [`Faults`] say.
+/// Faults strike before a request reaches the store, so a failed write
+/// never half-happens; streams (LIST, DELETE) fail as a whole.
+#[derive(Debug)]
+pub struct FaultyStore {
+    inner: Arc<dyn ObjectStore>,
+    faults: Arc<Faults>,
+}
+
+impl FaultyStore {
+    pub fn new(inner: Arc<dyn ObjectStore>, faults: Arc<Faults>) -> Self {
+        FaultyStore { inner, faults }
+    }
+
+    /// Runs a streaming request after the fault check, as one stream.
+    fn faulty_stream<T: Send + 'static>(
+        &self,
+        what: String,
+        stream: BoxStream<'static, Result<T>>,
+    ) -> BoxStream<'static, Result<T>> {
+        let faults = self.faults.clone();
+        futures::stream::once(async move { faults.before_request(&what).await.map(|()| stream) })
+            .try_flatten()
+            .boxed()
+    }
+}
+
+impl fmt::Display for FaultyStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Faulty({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for FaultyStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        self.faults.before_request(location.as_ref()).await?;
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.faults.before_request(location.as_ref()).await?;
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.faults.before_request(location.as_ref()).await?;
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        self.faults.before_request(location.as_ref()).await?;
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.faulty_stream("delete".into(), self.inner.delete_stream(locations))
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        let what = format!("list {}", prefix.map(|p| p.as_ref()).unwrap_or(""));
+        self.faulty_stream(what, self.inner.list(prefix))
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        let what = format!("list {}", prefix.map(|p| p.as_ref()).unwrap_or(""));
+        self.faulty_stream(what, self.inner.list_with_offset(prefix, offset))
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        let what = format!("list {}", prefix.map(|p| p.as_ref()).unwrap_or(""));
+        self.faults.before_request(&what).await?;
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.faults.before_request(from.as_ref()).await?;
         self.inner.copy_opts(from, to, options).await
     }
 }

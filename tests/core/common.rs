@@ -4,7 +4,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+use object_store::ObjectStore;
+use object_store::aws::AmazonS3Builder;
 
 /// A `file://` fleet root in a fresh temporary directory.
 pub struct FileRoot {
@@ -97,4 +101,71 @@ pub fn fails_with(out: Output, code: i32, needle: &str) -> String {
 
 pub fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}):\n{text}"))
+}
+
+// The local S3-compatible server `scripts/test` starts.
+
+pub const BUCKET: &str = "sleet";
+
+/// The server's endpoint, or `None` (with a note) when these tests skip.
+pub fn endpoint() -> Option<String> {
+    match std::env::var("SLEET_S3_ENDPOINT") {
+        Ok(endpoint) => Some(endpoint),
+        Err(_) if std::env::var_os("SLEET_REQUIRE_S3").is_some() => {
+            panic!("SLEET_REQUIRE_S3 is set but SLEET_S3_ENDPOINT is not")
+        }
+        Err(_) => {
+            eprintln!(
+                "note: SLEET_S3_ENDPOINT is unset; skipping an S3 test (scripts/test starts a server)"
+            );
+            None
+        }
+    }
+}
+
+/// The environment a child process needs to reach the server.
+pub fn s3_env(endpoint: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("AWS_ENDPOINT", endpoint.to_string()),
+        ("AWS_ALLOW_HTTP", "true".into()),
+        ("AWS_ACCESS_KEY_ID", "test".into()),
+        ("AWS_SECRET_ACCESS_KEY", "test".into()),
+        ("AWS_REGION", "us-east-1".into()),
+    ]
+}
+
+pub fn s3_store(endpoint: &str) -> Arc<dyn ObjectStore> {
+    Arc::new(
+        AmazonS3Builder::new()
+            .with_endpoint(endpoint)
+            .with_bucket_name(BUCKET)
+            .with_region("us-east-1")
+            .with_access_key_id("test")
+            .with_secret_access_key("test")
+            .with_allow_http(true)
+            .build()
+            .expect("an S3 client"),
+    )
+}
+
+/// A prefix no other test (or earlier run) uses.
+pub fn unique_prefix(label: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{label}-{}-{nanos:x}", std::process::id())
+}
+
+/// A store and path for a database URL: `s3://` URLs reach the test
+/// server with explicit credentials (no process environment), anything
+/// else opens as sleet would.
+pub fn test_store(url: &str) -> (Arc<dyn ObjectStore>, object_store::path::Path) {
+    match url.strip_prefix(&format!("s3://{BUCKET}/")) {
+        Some(prefix) => {
+            let endpoint = endpoint().expect("an S3 server for an s3:// URL");
+            (s3_store(&endpoint), object_store::path::Path::from(prefix))
+        }
+        None => sleet::store::open_url(url).expect("a store for the URL"),
+    }
 }

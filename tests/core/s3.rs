@@ -8,65 +8,12 @@
 use std::sync::Arc;
 
 use futures::future::join_all;
-use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 use sleet::root::{ConfigPoller, FleetRoot, node_view};
 use sleet::testing::{CountingStore, Op};
 
 use crate::common::*;
-
-pub const BUCKET: &str = "sleet";
-
-/// The server's endpoint, or `None` (with a note) when these tests skip.
-pub fn endpoint() -> Option<String> {
-    match std::env::var("SLEET_S3_ENDPOINT") {
-        Ok(endpoint) => Some(endpoint),
-        Err(_) if std::env::var_os("SLEET_REQUIRE_S3").is_some() => {
-            panic!("SLEET_REQUIRE_S3 is set but SLEET_S3_ENDPOINT is not")
-        }
-        Err(_) => {
-            eprintln!(
-                "note: SLEET_S3_ENDPOINT is unset; skipping an S3 test (scripts/test starts a server)"
-            );
-            None
-        }
-    }
-}
-
-/// The environment a child process needs to reach the server.
-pub fn s3_env(endpoint: &str) -> Vec<(&'static str, String)> {
-    vec![
-        ("AWS_ENDPOINT", endpoint.to_string()),
-        ("AWS_ALLOW_HTTP", "true".into()),
-        ("AWS_ACCESS_KEY_ID", "test".into()),
-        ("AWS_SECRET_ACCESS_KEY", "test".into()),
-        ("AWS_REGION", "us-east-1".into()),
-    ]
-}
-
-pub fn s3_store(endpoint: &str) -> Arc<dyn ObjectStore> {
-    Arc::new(
-        AmazonS3Builder::new()
-            .with_endpoint(endpoint)
-            .with_bucket_name(BUCKET)
-            .with_region("us-east-1")
-            .with_access_key_id("test")
-            .with_secret_access_key("test")
-            .with_allow_http(true)
-            .build()
-            .expect("an S3 client"),
-    )
-}
-
-/// A prefix no other test (or earlier run) uses.
-pub fn unique_prefix(label: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{label}-{}-{nanos:x}", std::process::id())
-}
 
 /// Writes `body` at a root-relative path through the root's store.
 async fn put(root: &FleetRoot, relative: &str, body: &'static [u8]) {

@@ -5,16 +5,25 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt};
+use slatedb::Db;
+use sleet::daemon::DatabaseOpener;
 use sleet::heartbeat::HeartbeatBody;
 use sleet::placement::PlacementKey;
+use sleet::root::FleetRoot;
+use sleet::services::DatabaseHandle;
+use sleet::testing::{Faults, FaultyStore};
 use sleet::{CancellationToken, Fleet, NodeOptions, Service, StatusOptions, StatusResponse};
 use tokio::task::JoinHandle;
 
-use crate::common::FileRoot;
+use crate::common::{BUCKET, FileRoot, endpoint, s3_store, test_store, unique_prefix};
 use crate::db;
 
 /// Fast cadences so convergence takes seconds: 200ms ticks, 2s timeout.
-const FAST_FLEET: &str = r#"
+pub const FAST_FLEET: &str = r#"
 [node]
 heartbeat_interval = "200ms"
 heartbeat_timeout = "2s"
@@ -85,9 +94,16 @@ struct RunningNode {
 
 /// A fleet root, its databases, and nodes running in this process.
 pub struct Cluster {
-    pub root: FileRoot,
-    pub data: tempfile::TempDir,
+    /// The root's directory, for a `file://` cluster.
+    files: Option<FileRoot>,
+    /// Where the databases live: a directory or an S3 prefix URL.
+    data_url: String,
+    _data_dir: Option<tempfile::TempDir>,
+    /// The fleet as tools see it: status, register.
     pub fleet: Fleet,
+    /// The fleet as nodes see it (through injected faults, if any).
+    node_fleet: Fleet,
+    faults: Option<Arc<Faults>>,
     nodes: BTreeMap<String, RunningNode>,
 }
 
@@ -102,27 +118,93 @@ fn init_logs() {
 }
 
 impl Cluster {
+    /// A cluster over a `file://` root, with databases in a temporary directory.
     pub fn new(fleet_toml: &str) -> Cluster {
         init_logs();
-        let root = FileRoot::new();
-        root.write("sleet.toml", fleet_toml);
-        let fleet = Fleet::open(&root.url()).unwrap();
+        let files = FileRoot::new();
+        files.write("sleet.toml", fleet_toml);
+        let fleet = Fleet::open(&files.url()).unwrap();
+        let data = tempfile::tempdir().unwrap();
         Cluster {
-            root,
-            data: tempfile::tempdir().unwrap(),
+            data_url: format!("file://{}", data.path().display()),
+            _data_dir: Some(data),
+            files: Some(files),
+            node_fleet: fleet.clone(),
             fleet,
+            faults: None,
             nodes: BTreeMap::new(),
         }
     }
 
+    /// A cluster whose root and databases live under a fresh prefix of the
+    /// local S3 server.
+    pub async fn on_s3(fleet_toml: &str, endpoint: &str) -> Cluster {
+        init_logs();
+        let prefix = unique_prefix("cluster");
+        let root = FleetRoot::from_parts(
+            format!("s3://{BUCKET}/{prefix}/root"),
+            s3_store(endpoint),
+            ObjectPath::from(format!("{prefix}/root")),
+        );
+        root.store()
+            .put(&root.path("sleet.toml"), fleet_toml.to_string().into())
+            .await
+            .unwrap();
+        let fleet = Fleet::from_root(root);
+        Cluster {
+            data_url: format!("s3://{BUCKET}/{prefix}/data"),
+            _data_dir: None,
+            files: None,
+            node_fleet: fleet.clone(),
+            fleet,
+            faults: None,
+            nodes: BTreeMap::new(),
+        }
+    }
+
+    /// Nodes spawned from now on reach the root and every database through
+    /// a store that fails or delays requests as `faults` say.
+    pub fn with_faults(mut self, faults: Arc<Faults>) -> Cluster {
+        let wrapper = faults.clone();
+        self.node_fleet = Fleet::from_root(
+            self.fleet
+                .root()
+                .clone()
+                .wrap_store(|store| Arc::new(FaultyStore::new(store, wrapper))),
+        );
+        self.faults = Some(faults);
+        self
+    }
+
+    /// The root's directory; only `file://` clusters have one.
+    pub fn root(&self) -> &FileRoot {
+        self.files.as_ref().expect("a file:// cluster")
+    }
+
     pub fn db_url(&self, name: &str) -> String {
-        format!("file://{}/{name}", self.data.path().display())
+        format!("{}/{name}", self.data_url)
+    }
+
+    /// Opens databases the way the test helpers do (explicit S3 options),
+    /// through the cluster's faults if it has them.
+    fn opener(&self) -> DatabaseOpener {
+        let faults = self.faults.clone();
+        Arc::new(move |url: &str| {
+            let (store, path) = test_store(url);
+            let store: Arc<dyn ObjectStore> = match &faults {
+                Some(faults) => Arc::new(FaultyStore::new(store, faults.clone())),
+                None => store,
+            };
+            Ok(DatabaseHandle::from_parts(url.to_string(), store, path))
+        })
     }
 
     pub fn spawn(&mut self, id: &str) {
         let token = CancellationToken::new();
-        let fleet = self.fleet.clone();
-        let options = NodeOptions::new(id).with_services(RUNNABLE);
+        let fleet = self.node_fleet.clone();
+        let options = NodeOptions::new(id)
+            .with_services(RUNNABLE)
+            .with_database_opener(self.opener());
         let child = token.clone();
         let handle = tokio::spawn(async move { fleet.run_node(options, child).await });
         self.nodes
@@ -148,20 +230,30 @@ impl Cluster {
             .expect("a clean stop");
     }
 
+    /// The ids of the nodes running now.
+    pub fn running_ids(&self) -> Vec<String> {
+        self.nodes.keys().cloned().collect()
+    }
+
     pub async fn status(&self) -> StatusResponse {
         self.fleet.status(StatusOptions::default()).await.unwrap()
     }
 
     /// A node's heartbeat body, if its heartbeat exists.
-    pub fn body(&self, id: &str) -> Option<HeartbeatBody> {
-        let path = self.root.path(&format!("nodes/{id}.cgw.json"));
-        serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    pub async fn body(&self, id: &str) -> Option<HeartbeatBody> {
+        let root = self.fleet.root();
+        let bytes = root
+            .get_bytes(&root.path(&format!("nodes/{id}.cgw.json")))
+            .await
+            .ok()?;
+        serde_json::from_slice(&bytes).ok()
     }
 
     /// Running tasks per service, as the node's own heartbeat reports them.
-    pub fn running(&self, id: &str) -> Option<BTreeMap<Service, u64>> {
+    pub async fn running(&self, id: &str) -> Option<BTreeMap<Service, u64>> {
         Some(
-            self.body(id)?
+            self.body(id)
+                .await?
                 .services
                 .iter()
                 .map(|s| (s.service, s.running))
@@ -172,7 +264,7 @@ impl Cluster {
 
 /// Every live node runs exactly the tasks the frozen ranking gives it.
 /// Returns the expected per-node, per-service counts when they match.
-fn placement_matches(
+pub async fn placement_matches(
     cluster: &Cluster,
     live: &[&str],
     dbs: &BTreeMap<String, Vec<Service>>,
@@ -198,47 +290,95 @@ fn placement_matches(
             }
         }
     }
-    live.iter()
-        .all(|id| cluster.running(id).as_ref() == Some(&expected[id]))
+    for id in live {
+        if cluster.running(id).await.as_ref() != Some(&expected[id]) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Databases with data, registered in a cluster: all but the first are
+/// seeded and closed; the first keeps a live writer.
+pub struct Seeded {
+    pub urls: Vec<String>,
+    pub canonical: Vec<String>,
+    /// The L0 SSTs each database started with, by URL.
+    pub initial_ssts: BTreeMap<String, BTreeSet<String>>,
+    pub writer: Db,
+}
+
+impl Seeded {
+    pub async fn new(cluster: &Cluster, count: usize) -> Seeded {
+        let urls: Vec<String> = (0..count)
+            .map(|i| cluster.db_url(&format!("db{i}")))
+            .collect();
+        for url in &urls[1..] {
+            db::seed(url, 4).await;
+        }
+        let writer = db::open_writer(&urls[0]).await;
+        db::write_rounds(&writer, 0..4).await;
+        let mut initial_ssts = BTreeMap::new();
+        for url in &urls {
+            let ssts = db::objects(url, "compacted").await;
+            assert!(ssts.len() >= 4, "{url} starts with several L0 SSTs");
+            initial_ssts.insert(url.clone(), ssts);
+            assert!(cluster.fleet.register(url).await.unwrap().created);
+        }
+        let canonical = urls
+            .iter()
+            .map(|u| sleet::registry::canonicalize_database_url(u).unwrap())
+            .collect();
+        Seeded {
+            urls,
+            canonical,
+            initial_ssts,
+            writer,
+        }
+    }
+
+    /// Every database with every runnable service, by canonical URL.
+    pub fn placement(&self) -> BTreeMap<String, Vec<Service>> {
+        self.canonical
+            .iter()
+            .map(|u| (u.clone(), RUNNABLE.to_vec()))
+            .collect()
+    }
+
+    /// L0 SSTs become sorted runs under the fleet's coordinator and
+    /// workers, and GC deletes the superseded ones once nothing pins them.
+    pub async fn assert_compacted_and_collected(&self) {
+        for url in &self.urls {
+            poll_until(
+                Duration::from_secs(60),
+                &format!("{url} to compact"),
+                || async {
+                    let (l0, runs) = db::shape(url).await;
+                    compacted(l0, runs).then_some(())
+                },
+            )
+            .await;
+        }
+        for url in &self.urls {
+            poll_until(
+                Duration::from_secs(60),
+                &format!("GC of {url}'s superseded SSTs"),
+                || async {
+                    let now = db::objects(url, "compacted").await;
+                    (self.initial_ssts[url].difference(&now).count() > 0).then_some(())
+                },
+            )
+            .await;
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cluster_compacts_collects_and_fails_over() {
     let mut cluster = Cluster::new(FAST_FLEET);
-    let names: Vec<String> = (0..6).map(|i| format!("db{i}")).collect();
-    let urls: Vec<String> = names.iter().map(|n| cluster.db_url(n)).collect();
-    for url in &urls[1..] {
-        db::seed(url, 4).await;
-    }
-    // db0 keeps a live writer for the whole test.
-    let writer = db::open_writer(&urls[0]).await;
-    db::write_rounds(&writer, 0..4).await;
-    let seeded: BTreeMap<String, BTreeSet<String>> = names
-        .iter()
-        .map(|n| {
-            (
-                n.clone(),
-                db::files(&cluster.data.path().join(n), "compacted")
-                    .into_iter()
-                    .collect(),
-            )
-        })
-        .collect();
-    assert!(
-        seeded.values().all(|s| s.len() >= 4),
-        "each database starts with several L0 SSTs"
-    );
-    for url in &urls {
-        assert!(cluster.fleet.register(url).await.unwrap().created);
-    }
-    let canonical: Vec<String> = urls
-        .iter()
-        .map(|u| sleet::registry::canonicalize_database_url(u).unwrap())
-        .collect();
-    let mut dbs: BTreeMap<String, Vec<Service>> = canonical
-        .iter()
-        .map(|u| (u.clone(), RUNNABLE.to_vec()))
-        .collect();
+    let seeded = Seeded::new(&cluster, 6).await;
+    let (canonical, writer) = (&seeded.canonical, &seeded.writer);
+    let mut dbs = seeded.placement();
 
     for id in ["n1", "n2", "n3"] {
         cluster.spawn(id);
@@ -248,25 +388,18 @@ async fn a_cluster_compacts_collects_and_fails_over() {
     poll_until(
         Duration::from_secs(30),
         "placement over three nodes",
-        || async { placement_matches(&cluster, &["n1", "n2", "n3"], &dbs, 2).then_some(()) },
+        || async {
+            placement_matches(&cluster, &["n1", "n2", "n3"], &dbs, 2)
+                .await
+                .then_some(())
+        },
     )
     .await;
     let status = cluster.status().await;
     assert_eq!(status.nodes.iter().filter(|n| n.live).count(), 3);
     assert!(status.warnings.is_empty(), "{:?}", status.warnings);
 
-    // Compaction: L0 SSTs become sorted runs under our coordinator and workers.
-    for url in &urls {
-        poll_until(
-            Duration::from_secs(60),
-            &format!("{url} to compact"),
-            || async {
-                let (l0, runs) = db::shape(url).await;
-                compacted(l0, runs).then_some(())
-            },
-        )
-        .await;
-    }
+    seeded.assert_compacted_and_collected().await;
     let queues = cluster
         .fleet
         .status(StatusOptions::default().with_compactions(true))
@@ -277,23 +410,9 @@ async fn a_cluster_compacts_collects_and_fails_over() {
         "queue depth read for every database"
     );
 
-    // GC: the superseded L0 SSTs are deleted once no checkpoint pins them.
-    for name in &names {
-        let dir = cluster.data.path().join(name);
-        poll_until(
-            Duration::from_secs(60),
-            &format!("GC of {name}'s superseded SSTs"),
-            || async {
-                let now: BTreeSet<String> = db::files(&dir, "compacted").into_iter().collect();
-                (seeded[name].difference(&now).count() > 0).then_some(())
-            },
-        )
-        .await;
-    }
-
     // More writes while the fleet runs; everything reads back.
-    db::write_rounds(&writer, 4..8).await;
-    db::assert_all_keys(&writer, 0..8).await;
+    db::write_rounds(writer, 4..8).await;
+    db::assert_all_keys(writer, 0..8).await;
 
     // Failover: a crashed node's work moves within the timeout plus a tick.
     cluster.kill("n1");
@@ -301,7 +420,11 @@ async fn a_cluster_compacts_collects_and_fails_over() {
     poll_until(
         Duration::from_secs(15),
         "takeover after a crash",
-        || async { placement_matches(&cluster, &["n2", "n3"], &dbs, 2).then_some(()) },
+        || async {
+            placement_matches(&cluster, &["n2", "n3"], &dbs, 2)
+                .await
+                .then_some(())
+        },
     )
     .await;
     let takeover = killed_at.elapsed();
@@ -314,14 +437,18 @@ async fn a_cluster_compacts_collects_and_fails_over() {
     // A clean stop deletes the heartbeat and hands off at the next tick.
     cluster.stop("n2").await;
     assert!(
-        cluster.body("n2").is_none(),
+        cluster.body("n2").await.is_none(),
         "heartbeat deleted on a clean stop"
     );
     let stopped_at = Instant::now();
     poll_until(
         Duration::from_secs(10),
         "handoff after a clean stop",
-        || async { placement_matches(&cluster, &["n3"], &dbs, 2).then_some(()) },
+        || async {
+            placement_matches(&cluster, &["n3"], &dbs, 2)
+                .await
+                .then_some(())
+        },
     )
     .await;
     assert!(
@@ -332,11 +459,11 @@ async fn a_cluster_compacts_collects_and_fails_over() {
 
     // Config edits converge within config_poll plus a tick.
     cluster.spawn("n1");
-    cluster.root.write(
+    cluster.root().write(
         &format!("dbs/{}", sleet::registry::file_name(&canonical[1])),
         "services = [\"gc\"]\n",
     );
-    std::fs::remove_file(cluster.root.path(&format!(
+    std::fs::remove_file(cluster.root().path(&format!(
         "dbs/{}",
         sleet::registry::file_name(&canonical[2])
     )))
@@ -346,11 +473,15 @@ async fn a_cluster_compacts_collects_and_fails_over() {
     poll_until(
         Duration::from_secs(15),
         "config edits to converge",
-        || async { placement_matches(&cluster, &["n1", "n3"], &dbs, 2).then_some(()) },
+        || async {
+            placement_matches(&cluster, &["n1", "n3"], &dbs, 2)
+                .await
+                .then_some(())
+        },
     )
     .await;
 
-    writer.close().await.unwrap();
+    seeded.writer.close().await.unwrap();
     for id in ["n1", "n3"] {
         cluster.stop(id).await;
     }
@@ -374,7 +505,7 @@ async fn bad_input_while_running_keeps_the_node_on_its_last_good_view() {
     let body = poll_until(
         Duration::from_secs(30),
         "the missing database to back off",
-        || async { cluster.body("solo").filter(|b| b.failing.len() == 3) },
+        || async { cluster.body("solo").await.filter(|b| b.failing.len() == 3) },
     )
     .await;
     assert!(
@@ -403,17 +534,17 @@ async fn bad_input_while_running_keeps_the_node_on_its_last_good_view() {
     );
 
     // A corrupted sleet.toml and registry file: the node keeps its last good view.
-    let before = cluster.running("solo").unwrap();
+    let before = cluster.running("solo").await.unwrap();
     cluster
-        .root
+        .root()
         .write("sleet.toml", "[node\nheartbeat_interval = ");
     let good_file = format!(
         "dbs/{}",
         sleet::registry::file_name(&sleet::registry::canonicalize_database_url(&good).unwrap())
     );
-    cluster.root.write(&good_file, "services = 7\n");
+    cluster.root().write(&good_file, "services = 7\n");
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let heartbeat = cluster.root.path("nodes/solo.cgw.json");
+    let heartbeat = cluster.root().path("nodes/solo.cgw.json");
     let age = std::fs::metadata(&heartbeat)
         .unwrap()
         .modified()
@@ -424,7 +555,11 @@ async fn bad_input_while_running_keeps_the_node_on_its_last_good_view() {
         age < Duration::from_secs(1),
         "still ticking at 200ms: heartbeat {age:?} old"
     );
-    assert_eq!(cluster.running("solo").unwrap(), before, "tasks unchanged");
+    assert_eq!(
+        cluster.running("solo").await.unwrap(),
+        before,
+        "tasks unchanged"
+    );
     let warnings = cluster.status().await.warnings;
     assert!(
         warnings
@@ -433,4 +568,39 @@ async fn bad_input_while_running_keeps_the_node_on_its_last_good_view() {
         "{warnings:?}"
     );
     cluster.stop("solo").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cluster_on_s3_compacts_and_collects() {
+    let Some(endpoint) = endpoint() else { return };
+    let mut cluster = Cluster::on_s3(FAST_FLEET, &endpoint).await;
+    let seeded = Seeded::new(&cluster, 3).await;
+    let dbs = seeded.placement();
+    for id in ["s1", "s2"] {
+        cluster.spawn(id);
+    }
+    poll_until(
+        Duration::from_secs(30),
+        "placement over two nodes on S3",
+        || async {
+            placement_matches(&cluster, &["s1", "s2"], &dbs, 2)
+                .await
+                .then_some(())
+        },
+    )
+    .await;
+    seeded.assert_compacted_and_collected().await;
+    db::write_rounds(&seeded.writer, 4..6).await;
+    db::assert_all_keys(&seeded.writer, 0..6).await;
+    for url in &seeded.urls[1..] {
+        db::assert_reader_sees(url, 0..4).await;
+    }
+    seeded.writer.close().await.unwrap();
+    for id in ["s1", "s2"] {
+        cluster.stop(id).await;
+    }
+    assert!(
+        cluster.status().await.nodes.is_empty(),
+        "heartbeats deleted"
+    );
 }

@@ -1,12 +1,15 @@
 //! Real SlateDB databases for the node tests: writers, and manifest views.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use futures::TryStreamExt;
 use object_store::ObjectStore;
 use object_store::path::Path;
-use slatedb::Db;
 use slatedb::admin::AdminBuilder;
+use slatedb::config::DbReaderOptions;
 use slatedb::config::{FlushOptions, FlushType, Settings};
+use slatedb::{Db, DbReader, DbReaderMode};
 
 /// Writer settings that make many small L0 SSTs quickly, with no embedded
 /// compactor or GC: the fleet's nodes must do that work.
@@ -15,7 +18,7 @@ pub fn tiny_settings() -> Settings {
 }
 
 pub fn open_store(url: &str) -> (Arc<dyn ObjectStore>, Path) {
-    sleet::store::open_url(url).expect("a store for the database URL")
+    crate::common::test_store(url)
 }
 
 pub fn key(round: usize, i: usize) -> String {
@@ -69,21 +72,54 @@ pub async fn shape(url: &str) -> (usize, usize) {
     (manifest.l0().len(), manifest.compacted().len())
 }
 
-/// Objects under `<db>/<dir>/` of a `file://` database.
-pub fn files(dir: &std::path::Path, sub: &str) -> Vec<String> {
-    match std::fs::read_dir(dir.join(sub)) {
-        Ok(entries) => entries
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect(),
-        Err(_) => Vec::new(),
-    }
+/// Object names under `<db>/<dir>/`, on any store.
+pub async fn objects(url: &str, dir: &str) -> BTreeSet<String> {
+    let (store, path) = open_store(url);
+    let prefix = path.clone().join(dir);
+    store
+        .list(Some(&prefix))
+        .map_ok(|meta| meta.location.filename().unwrap_or_default().to_string())
+        .try_collect()
+        .await
+        .expect("list")
+}
+
+/// A fresh read-only view (no writes to the database) sees every key
+/// written in `rounds`: the manifest and every SST it names are intact.
+pub async fn assert_reader_sees(url: &str, rounds: std::ops::Range<usize>) {
+    let (store, path) = open_store(url);
+    let reader = DbReader::open(
+        path,
+        store,
+        DbReaderMode::FollowLatest,
+        DbReaderOptions::default(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{url} opens read-only: {e}"));
+    assert_keys(rounds, |k| {
+        let reader = &reader;
+        async move { reader.get(k).await.expect("reader get").map(|b| b.to_vec()) }
+    })
+    .await;
+    reader.close().await.expect("reader close");
 }
 
 /// Every key written in `rounds` reads back with its value.
 pub async fn assert_all_keys(db: &Db, rounds: std::ops::Range<usize>) {
+    assert_keys(rounds, |k| async move {
+        db.get(k).await.expect("get").map(|b| b.to_vec())
+    })
+    .await;
+}
+
+async fn assert_keys<F, Fut>(rounds: std::ops::Range<usize>, get: F)
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Option<Vec<u8>>>,
+{
     for round in rounds {
         for i in 0..32 {
-            let got = db.get(key(round, i)).await.expect("get");
+            let got = get(key(round, i)).await;
             assert_eq!(
                 got.as_deref(),
                 Some(&value(round, i)[..]),

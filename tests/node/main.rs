@@ -2,6 +2,7 @@
 //!
 //! One test binary (modules below) so the heavy dependency tree links once.
 
+mod chaos;
 mod cluster;
 #[path = "../core/common.rs"]
 mod common;

@@ -1,0 +1,208 @@
+//! Fleet benchmarks: placement cost and the idle request cost of a node.
+//!
+//! `cargo bench --bench fleet` runs both; `cargo bench --bench fleet --
+//! placement` or `-- idle` runs one. `SLEET_BENCH_IDLE_SECS` sets the idle
+//! measurement window (default 120 s, after a 20 s warm-up). Figures go to
+//! stdout; docs/performance.md records a run.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use object_store::ObjectStore;
+use object_store::path::Path;
+use sleet::config::DatabaseConfig;
+use sleet::daemon::{DatabaseOpener, owned_tasks};
+use sleet::placement::PlacementKey;
+use sleet::root::{FleetView, NodeSighting};
+use sleet::services::DatabaseHandle;
+use sleet::testing::{CountingStore, Op};
+use sleet::{CancellationToken, Fleet, NodeOptions, Service};
+
+const ALL_OPS: [Op; 6] = [Op::Get, Op::Head, Op::Put, Op::List, Op::Delete, Op::Copy];
+
+fn main() {
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f));
+    if wanted("placement") {
+        placement_bench();
+    }
+    if wanted("idle") {
+        let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+        runtime.block_on(idle_bench());
+    }
+}
+
+/// Times `f` over `iterations` runs and returns the mean.
+fn mean_time(iterations: u32, mut f: impl FnMut()) -> Duration {
+    let start = Instant::now();
+    for _ in 0..iterations {
+        f();
+    }
+    start.elapsed() / iterations
+}
+
+fn placement_bench() {
+    const DATABASES: usize = 10_000;
+    const NODES: usize = 100;
+    let services = sleet::daemon::RUNNABLE_SERVICES.to_vec();
+    let sightings: BTreeMap<String, NodeSighting> = (0..NODES)
+        .map(|i| {
+            let id = format!("node-{i:03}");
+            let sighting = NodeSighting {
+                node_id: id.clone(),
+                services: services.clone(),
+                age: Duration::ZERO,
+                live: true,
+                path: Path::from(format!("nodes/{id}.cgw.json")),
+            };
+            (id, sighting)
+        })
+        .collect();
+    let view = FleetView {
+        databases: (0..DATABASES)
+            .map(|i| {
+                (
+                    format!("s3://bucket/tenant-{i:05}"),
+                    DatabaseConfig::default(),
+                )
+            })
+            .collect(),
+        ..FleetView::default()
+    };
+
+    let mut owned = 0;
+    let per_node = mean_time(5, || {
+        owned = black_box(owned_tasks("node-042", &services, &sightings, &view)).len();
+    });
+    println!(
+        "placement: owned tasks of one node, {DATABASES} databases x {NODES} nodes: \
+         {:.1} ms per tick ({owned} tasks owned of {})",
+        per_node.as_secs_f64() * 1e3,
+        DATABASES * services.len()
+    );
+
+    let nodes: Vec<String> = (0..20).map(|i| format!("node-{i:02}")).collect();
+    let keys: Vec<String> = (0..1000)
+        .map(|i| format!("s3://bucket/tenant-{i:05}"))
+        .collect();
+    let rounds = 200u32;
+    let per_round = mean_time(rounds, || {
+        for database in &keys {
+            let key = PlacementKey::Service {
+                database,
+                service: Service::Gc,
+            };
+            black_box(key.rank(nodes.iter().map(String::as_str)));
+        }
+    });
+    println!(
+        "placement: rankings of 20 nodes: {:.0} per second",
+        keys.len() as f64 / per_round.as_secs_f64()
+    );
+}
+
+/// Per-op counts, so a window's cost is `after - before`.
+fn snapshot(store: &CountingStore) -> [u64; 6] {
+    ALL_OPS.map(|op| store.count(op))
+}
+
+fn window(before: [u64; 6], after: [u64; 6], minutes: f64) -> String {
+    let total: u64 = (0..6).map(|i| after[i] - before[i]).sum();
+    let parts: Vec<String> = ALL_OPS
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| after[*i] > before[*i])
+        .map(|(i, op)| {
+            let per_minute = (after[i] - before[i]) as f64 / minutes;
+            format!("{}={per_minute:.1}", format!("{op:?}").to_lowercase())
+        })
+        .collect();
+    format!("{:.1}/min ({})", total as f64 / minutes, parts.join(" "))
+}
+
+async fn idle_bench() {
+    const DATABASES: usize = 100;
+    let window_secs: u64 = std::env::var("SLEET_BENCH_IDLE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(120);
+    let root_dir = tempfile::tempdir().expect("a temporary root");
+    let data_dir = tempfile::tempdir().expect("a temporary data dir");
+    let root_url = format!("file://{}", root_dir.path().display());
+    let plain = Fleet::open(&root_url).expect("the root");
+    eprintln!("idle: seeding {DATABASES} databases");
+    for i in 0..DATABASES {
+        let url = format!("file://{}/db{i:03}", data_dir.path().display());
+        seed_idle_database(&url).await;
+        plain.register(&url).await.expect("register");
+    }
+
+    // Default cadences: an empty sleet.toml.
+    let root_counts = Arc::new(CountingStore::new(plain.root().store().clone()));
+    let counted = root_counts.clone();
+    let fleet = Fleet::from_root(plain.root().clone().wrap_store(|_| counted));
+    let local: Arc<dyn ObjectStore> = Arc::new(object_store::local::LocalFileSystem::new());
+    let service_counts = Arc::new(CountingStore::new(local));
+    let counted = service_counts.clone();
+    let opener: DatabaseOpener = Arc::new(move |url: &str| {
+        let (_, path) =
+            sleet::store::open_url(url).map_err(|source| sleet::services::ServiceError::Store {
+                url: url.to_string(),
+                source,
+            })?;
+        Ok(DatabaseHandle::from_parts(
+            url.to_string(),
+            counted.clone(),
+            path,
+        ))
+    });
+    let shutdown = CancellationToken::new();
+    let node = tokio::spawn({
+        let (fleet, shutdown) = (fleet.clone(), shutdown.clone());
+        let options = NodeOptions::new("idle-node").with_database_opener(opener);
+        async move { fleet.run_node(options, shutdown).await }
+    });
+
+    eprintln!("idle: warming up 20 s, then measuring {window_secs} s");
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let (root_before, service_before) = (snapshot(&root_counts), snapshot(&service_counts));
+    tokio::time::sleep(Duration::from_secs(window_secs)).await;
+    let (root_after, service_after) = (snapshot(&root_counts), snapshot(&service_counts));
+    shutdown.cancel();
+    node.await.expect("the node task").expect("a clean stop");
+
+    let minutes = window_secs as f64 / 60.0;
+    println!(
+        "idle: one node owning {DATABASES} idle databases x 3 services, default cadences, {window_secs} s window"
+    );
+    println!(
+        "idle: fleet-root requests: {}",
+        window(root_before, root_after, minutes)
+    );
+    println!(
+        "idle: service requests:    {}",
+        window(service_before, service_after, minutes)
+    );
+    let service_total: u64 = (0..6).map(|i| service_after[i] - service_before[i]).sum();
+    println!(
+        "idle: service requests per database: {:.1}/min",
+        service_total as f64 / minutes / DATABASES as f64
+    );
+}
+
+/// A small database, written once and closed: nothing for compaction to do.
+async fn seed_idle_database(url: &str) {
+    let (store, path) = sleet::store::open_url(url).expect("a store");
+    let db = slatedb::Db::builder(path, store)
+        .with_settings(sleet::demo::small_sst_writer_settings())
+        .build()
+        .await
+        .expect("a writer");
+    db.put(b"key", b"value").await.expect("put");
+    db.close().await.expect("close");
+}

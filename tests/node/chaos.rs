@@ -1,0 +1,134 @@
+//! Chaos: rounds of random node crashes, clean stops and restarts while
+//! the store the nodes see fails and delays requests. After every round
+//! the faults stop and the test checks that no key is lost, every database
+//! opens read-only, and placement converges on the surviving nodes.
+//!
+//! The seed is printed; `SLEET_CHAOS_SEED=<n>` replays a run.
+
+use std::time::Duration;
+
+use sleet::testing::Faults;
+
+use crate::cluster::{Cluster, FAST_FLEET, Seeded, placement_matches, poll_until};
+use crate::db;
+
+const ROUNDS: usize = 8;
+const NODE_POOL: [&str; 4] = ["c1", "c2", "c3", "c4"];
+/// 5% of requests fail, each waits up to 40ms: SlateDB's retries absorb
+/// most errors, some surface as task failures and backoff.
+const FAULT_PER_MILLE: u64 = 50;
+const FAULT_LATENCY: Duration = Duration::from_millis(40);
+
+/// SplitMix64: a small, seedable generator, so a failing run replays.
+struct Chaos(u64);
+
+impl Chaos {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn pick<'a>(&mut self, from: &'a [String]) -> &'a str {
+        &from[(self.next() % from.len() as u64) as usize]
+    }
+}
+
+fn seed() -> u64 {
+    std::env::var("SLEET_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        })
+}
+
+/// One random disturbance: crash a node, stop one cleanly, or start one.
+/// At least one node always stays up.
+async fn disturb(cluster: &mut Cluster, chaos: &mut Chaos) -> String {
+    let running = cluster.running_ids();
+    let stopped: Vec<String> = NODE_POOL
+        .iter()
+        .map(|s| s.to_string())
+        .filter(|id| !running.contains(id))
+        .collect();
+    match chaos.next() % 3 {
+        0 if running.len() > 1 => {
+            let id = chaos.pick(&running).to_string();
+            cluster.kill(&id);
+            format!("crash {id}")
+        }
+        1 if running.len() > 1 => {
+            let id = chaos.pick(&running).to_string();
+            cluster.stop(&id).await;
+            format!("stop {id}")
+        }
+        _ if !stopped.is_empty() => {
+            let id = chaos.pick(&stopped).to_string();
+            cluster.spawn(&id);
+            format!("start {id}")
+        }
+        _ => "none".to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn random_crashes_restarts_and_store_faults_lose_nothing() {
+    let seed = seed();
+    eprintln!("chaos seed {seed} (SLEET_CHAOS_SEED={seed} replays it)");
+    let mut chaos = Chaos(seed);
+    let faults = Faults::new();
+    let mut cluster = Cluster::new(FAST_FLEET).with_faults(faults.clone());
+    let seeded = Seeded::new(&cluster, 4).await;
+    let dbs = seeded.placement();
+    for id in &NODE_POOL[..3] {
+        cluster.spawn(id);
+    }
+
+    let mut rounds_written = 4;
+    for round in 0..ROUNDS {
+        faults.set(FAULT_PER_MILLE, FAULT_LATENCY);
+        let mut actions = Vec::new();
+        for _ in 0..2 {
+            actions.push(disturb(&mut cluster, &mut chaos).await);
+        }
+        // The live writer keeps writing while the fleet is disturbed.
+        db::write_rounds(&seeded.writer, rounds_written..rounds_written + 2).await;
+        rounds_written += 2;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        faults.clear();
+
+        let live = cluster.running_ids();
+        let live: Vec<&str> = live.iter().map(String::as_str).collect();
+        eprintln!("round {round}: {actions:?}, live {live:?}");
+        poll_until(
+            Duration::from_secs(45),
+            &format!("placement over {live:?} after round {round}"),
+            || async {
+                placement_matches(&cluster, &live, &dbs, 2)
+                    .await
+                    .then_some(())
+            },
+        )
+        .await;
+        db::assert_all_keys(&seeded.writer, 0..rounds_written).await;
+        for url in &seeded.urls[1..] {
+            db::assert_reader_sees(url, 0..4).await;
+        }
+    }
+    eprintln!("chaos: {} faults injected", faults.injected());
+    assert!(faults.injected() > 0, "the store really failed requests");
+
+    // The fleet still did its work through all of it.
+    seeded.assert_compacted_and_collected().await;
+    seeded.writer.close().await.unwrap();
+    db::assert_reader_sees(&seeded.urls[0], 0..rounds_written).await;
+    for id in cluster.running_ids() {
+        cluster.stop(&id).await;
+    }
+}
