@@ -10,7 +10,12 @@ use serde::Serialize;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::copier::{CopierOptions, CopyProgress};
 use crate::daemon::RUNNABLE_SERVICES;
+use crate::mirror::ops;
+use crate::mirror::restore::RestorePoint;
+use crate::mirror::verify::VerifyReport;
+use crate::response::{MirrorRestoreResponse, MirrorSyncResponse};
 use crate::service::{Service, first_duplicate};
 use crate::{
     Error, Fleet, NodeOptions, RegisterResponse, StatusOptions, StatusResponse, config_check,
@@ -70,6 +75,49 @@ pub enum Command {
     /// Configuration files: check them before uploading
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Mirror copies: one-shot sync, restore, and verify
+    #[command(subcommand)]
+    Mirror(MirrorCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MirrorCommand {
+    /// Run a single sync pass for one (database, target), regardless of the target's mode; prunes
+    /// afterward when retention is set
+    Sync {
+        /// Fleet root URL, e.g. s3://ops/sleet/
+        root: String,
+        /// Registered database URL
+        db: String,
+        /// Mirror target name
+        target: String,
+        /// The rclone binary, for targets with copier = "rclone". Default: rclone on PATH
+        #[arg(long)]
+        rclone: Option<std::path::PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Restore a backup (a mirror destination) into an empty root
+    Restore {
+        /// Backup root URL (a mirror destination)
+        backup: String,
+        /// Empty destination root URL
+        dest: String,
+        /// The restore point: a manifest id or an RFC 3339 timestamp. Default: the backup's latest
+        /// manifest
+        #[arg(long, value_parser = parse_restore_point)]
+        at: Option<RestorePoint>,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Check that a mirror destination's latest manifest and every restore point have all their
+    /// objects; exits 1 when anything is missing
+    Verify {
+        /// Mirror destination URL
+        target: String,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -133,6 +181,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             tokio::spawn(cancel_on_signal(shutdown.clone()));
             crate::demo::run(&dir, shutdown).await?;
         }
+        Command::Mirror(command) => run_mirror(command).await?,
         Command::Config(ConfigCommand::Check { files, fleet }) => {
             let report = config_check::check_files(&files, fleet.as_deref());
             print!("{}", report.render());
@@ -145,6 +194,160 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+async fn run_mirror(command: MirrorCommand) -> Result<(), Error> {
+    let cancel = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(cancel.clone()));
+    match command {
+        MirrorCommand::Sync {
+            root,
+            db,
+            target,
+            rclone,
+            format,
+        } => {
+            let fleet = Fleet::open(&root)?;
+            let copiers = CopierOptions { rclone };
+            let progress = CopyProgress::new();
+            let meter = ProgressMeter::start(format, progress.clone());
+            let synced =
+                ops::sync_once(fleet.root(), &db, &target, &copiers, progress, &cancel).await;
+            meter.finish();
+            emit(format, &synced?, render_sync);
+        }
+        MirrorCommand::Restore {
+            backup,
+            dest,
+            at,
+            format,
+        } => {
+            let progress = CopyProgress::new();
+            let meter = ProgressMeter::start(format, progress.clone());
+            let at = at.unwrap_or(RestorePoint::Latest);
+            let restored = ops::restore_urls(&backup, &dest, at, progress, &cancel).await;
+            meter.finish();
+            emit(format, &restored?, render_restore);
+        }
+        MirrorCommand::Verify { target, format } => {
+            let report = ops::verify_url(&target).await?;
+            emit(format, &report, render_verify);
+            if !report.problems.is_empty() {
+                return Err(Error::VerifyFailed {
+                    url: report.url,
+                    problems: report.problems.len(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn parse_restore_point(value: &str) -> Result<RestorePoint, String> {
+    value.parse()
+}
+
+/// Shows objects and bytes copied on stderr while a one-shot copy runs,
+/// when stderr is a terminal and the output is text.
+struct ProgressMeter {
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl ProgressMeter {
+    fn start(format: Format, progress: std::sync::Arc<CopyProgress>) -> ProgressMeter {
+        use std::io::IsTerminal;
+        if format != Format::Text || !std::io::stderr().is_terminal() {
+            return ProgressMeter { task: None };
+        }
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                let (objects, bytes) = progress.totals();
+                eprint!("\rcopied {objects} objects, {}   ", human_bytes(bytes));
+            }
+        });
+        ProgressMeter { task: Some(task) }
+    }
+
+    fn finish(self) {
+        if let Some(task) = self.task {
+            task.abort();
+            eprint!("\r\x1b[K");
+        }
+    }
+}
+
+/// `1.5 MiB`-style sizes for people.
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+fn render_sync(r: &MirrorSyncResponse) -> String {
+    let mut out = if r.committed {
+        format!(
+            "synced {} target {} to manifest {} ({}): {} manifests, {} objects, {} bytes\n",
+            r.database,
+            r.target,
+            r.head,
+            r.destination,
+            r.manifests_committed,
+            r.objects_copied,
+            r.bytes_copied
+        )
+    } else {
+        format!(
+            "{} target {} is caught up at manifest {} ({})\n",
+            r.database, r.target, r.head, r.destination
+        )
+    };
+    if r.pruned_manifests > 0 || r.pruned_objects > 0 {
+        out.push_str(&format!(
+            "pruned {} manifests, {} objects\n",
+            r.pruned_manifests, r.pruned_objects
+        ));
+    }
+    out
+}
+
+fn render_restore(r: &MirrorRestoreResponse) -> String {
+    format!(
+        "restored {} at manifest {} into {}: {} manifests, {} objects, {} bytes\n",
+        r.backup,
+        r.manifest_id,
+        r.destination,
+        r.manifests_committed,
+        r.copied_objects,
+        r.copied_bytes
+    )
+}
+
+fn render_verify(r: &VerifyReport) -> String {
+    let mut out = String::new();
+    for problem in &r.problems {
+        out.push_str(&format!("problem: {problem}\n"));
+    }
+    let verdict = if r.problems.is_empty() { "ok" } else { "FAILED" };
+    out.push_str(&format!(
+        "{verdict}: {} latest manifest {}, {} restore points, {} manifests and {} objects checked, {} problems\n",
+        r.url,
+        r.latest_manifest.map_or("none".to_string(), |id| id.to_string()),
+        r.restore_points,
+        r.manifests_checked,
+        r.objects_checked,
+        r.problems.len()
+    ));
+    out
 }
 
 /// Parses a `--services` entry, accepting only services this build runs.

@@ -32,6 +32,14 @@ pub enum Error {
     CliUsage(String),
     #[error("{0}")]
     Demo(String),
+    #[error("{0} is not registered; `sleet register` it first")]
+    NotRegistered(String),
+    #[error("no enabled mirror target \"{target}\" applies to {database}")]
+    NoSuchTarget { target: String, database: String },
+    #[error(transparent)]
+    Mirror(#[from] crate::mirror::MirrorError),
+    #[error("mirror verify found {problems} problems at {url}")]
+    VerifyFailed { url: String, problems: usize },
     #[error("{failed} of {total} config files have problems")]
     ConfigCheckFailed { failed: usize, total: usize },
 }

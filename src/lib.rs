@@ -6,18 +6,23 @@
 //! the root, rank themselves for each database's work by rendezvous
 //! hashing, and run what they own. [`Fleet`] is the embedding API:
 //!
-//! ```no_run
-//! # async fn demo() -> Result<(), sleet::Error> {
-//! let fleet = sleet::Fleet::open("file:///var/lib/sleet/fleet")?;
-//! fleet.register("s3://bucket/db1").await?;
+//! ```
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), sleet::Error> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let root = format!("file://{}", dir.path().display());
+//! let fleet = sleet::Fleet::open(&root)?; // "s3://ops/sleet", "file:///srv/fleet", ...
+//! assert!(fleet.register("s3://bucket/db1").await?.created);
+//! assert!(!fleet.register("s3://bucket/db1/").await?.created, "already registered");
 //! let status = fleet.status(sleet::StatusOptions::default()).await?;
-//! println!("{} databases", status.databases.len());
+//! assert_eq!(status.databases[0].url, "s3://bucket/db1");
 //! # Ok(()) }
 //! ```
 
 pub mod cli;
 pub mod config;
 pub mod config_check;
+pub mod copier;
 pub mod daemon;
 pub mod demo;
 pub mod duration;
@@ -102,17 +107,25 @@ impl Fleet {
     /// out it stops its tasks (waiting a bounded time) and deletes its
     /// heartbeat, so peers take over at their next tick.
     ///
-    /// ```no_run
-    /// # async fn demo() -> Result<(), sleet::Error> {
-    /// let fleet = sleet::Fleet::open("file:///var/lib/sleet/fleet")?;
+    /// ```
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), sleet::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let root = format!("file://{}", dir.path().display());
+    /// let fleet = sleet::Fleet::open(&root)?;
     /// let shutdown = sleet::CancellationToken::new();
     /// let node = tokio::spawn({
     ///     let (fleet, shutdown) = (fleet.clone(), shutdown.clone());
     ///     async move { fleet.run_node(sleet::NodeOptions::new("node-1"), shutdown).await }
     /// });
-    /// // ... later:
+    /// // The node heartbeats at once, and `status` sees it live.
+    /// while fleet.status(Default::default()).await?.nodes.is_empty() {
+    ///     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    /// }
     /// shutdown.cancel();
     /// node.await.expect("the node task")?;
+    /// // A clean stop deletes the heartbeat: peers take over at their next tick.
+    /// assert!(fleet.status(Default::default()).await?.nodes.is_empty());
     /// # Ok(()) }
     /// ```
     pub async fn run_node(

@@ -80,3 +80,37 @@ pub struct ServicePlacement {
     /// Owning nodes, best ranked first; empty when no live node offers it.
     pub nodes: Vec<String>,
 }
+
+/// `sleet mirror sync`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MirrorSyncResponse {
+    /// The canonical source database URL.
+    pub database: String,
+    pub target: String,
+    /// The canonical destination root.
+    pub destination: String,
+    /// The source manifest the destination now holds.
+    pub head: u64,
+    /// `false` when the destination was already caught up.
+    pub committed: bool,
+    pub manifests_committed: u64,
+    pub objects_copied: u64,
+    /// Bytes copied, where the copier reports them (rclone does not).
+    pub bytes_copied: u64,
+    pub pruned_manifests: u64,
+    pub pruned_objects: u64,
+}
+
+/// `sleet mirror restore`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MirrorRestoreResponse {
+    /// The backup root, as given.
+    pub backup: String,
+    /// The destination root, as given.
+    pub destination: String,
+    /// The restored manifest: the destination's latest.
+    pub manifest_id: u64,
+    pub manifests_committed: u64,
+    pub copied_objects: u64,
+    pub copied_bytes: u64,
+}

@@ -8,7 +8,10 @@ use serde::Serialize;
 
 use crate::config::FleetConfig;
 use crate::heartbeat::HeartbeatBody;
-use crate::response::{RegisterResponse, StatusResponse};
+use crate::mirror::verify::VerifyReport;
+use crate::response::{
+    MirrorRestoreResponse, MirrorSyncResponse, RegisterResponse, StatusResponse,
+};
 
 /// Any response a one-shot command prints with `--format json`.
 #[derive(Serialize, JsonSchema)]
@@ -17,6 +20,9 @@ use crate::response::{RegisterResponse, StatusResponse};
 pub enum CliResponse {
     Status(StatusResponse),
     Register(RegisterResponse),
+    MirrorSync(MirrorSyncResponse),
+    MirrorRestore(MirrorRestoreResponse),
+    MirrorVerify(VerifyReport),
 }
 
 /// A schema file: its name under `schema/` and its pretty JSON text.

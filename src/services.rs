@@ -27,7 +27,7 @@ use crate::config::{
 use crate::registry::{UrlError, canonicalize_database_url};
 use crate::response::QueueStatus;
 use crate::service::Service;
-use crate::store::open_url;
+use crate::store::{StoreRoot, open_url};
 
 /// How long one SlateDB admin read may take before it counts as failed.
 /// `Admin` retries store errors without limit, so every call that can
@@ -151,7 +151,17 @@ impl DatabaseHandle {
         }
     }
 
-    async fn bounded<T>(
+    /// The database's root, for copying objects in and out of it.
+    pub fn root(&self) -> StoreRoot {
+        StoreRoot {
+            url: self.url.clone(),
+            store: self.store.clone(),
+            prefix: self.path.clone(),
+        }
+    }
+
+    /// Runs one SlateDB admin call, bounded by [`ADMIN_CALL_TIMEOUT`].
+    pub(crate) async fn bounded<T>(
         &self,
         what: &'static str,
         call: impl Future<Output = Result<T, slatedb::Error>>,

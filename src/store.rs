@@ -89,3 +89,52 @@ mod tests {
         assert_eq!(path.as_ref(), "tmp/x");
     }
 }
+
+/// A root inside a store: a database, a mirror destination, a backup.
+/// Names under it are root-relative (`compacted/<ULID>.sst`).
+#[derive(Clone)]
+pub struct StoreRoot {
+    pub url: String,
+    pub store: Arc<dyn ObjectStore>,
+    pub prefix: Path,
+}
+
+impl std::fmt::Debug for StoreRoot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("StoreRoot").field(&self.url).finish()
+    }
+}
+
+impl StoreRoot {
+    /// Opens a canonical URL, with store options from the environment.
+    pub fn open(canonical_url: &str) -> Result<StoreRoot, object_store::Error> {
+        let (store, prefix) = open_url(canonical_url)?;
+        Ok(StoreRoot {
+            url: canonical_url.to_string(),
+            store,
+            prefix,
+        })
+    }
+
+    /// The store path of a root-relative name.
+    pub fn path(&self, relative: &str) -> Path {
+        child_path(&self.prefix, relative)
+    }
+
+    /// A store path as a root-relative name.
+    pub fn relative<'a>(&self, location: &'a Path) -> &'a str {
+        relative_to(&self.prefix, location)
+    }
+
+    /// Whether both roots sit in the same bucket (or file system), so one
+    /// store can copy between them server-side.
+    pub fn shares_store_with(&self, other: &StoreRoot) -> bool {
+        let origin = |u: &str| {
+            url::Url::parse(u)
+                .ok()
+                .filter(|u| u.scheme() != "memory") // each open is a new store
+                .map(|u| (u.scheme().to_string(), u.host_str().map(str::to_string)))
+        };
+        origin(&self.url).is_some() && origin(&self.url) == origin(&other.url)
+    }
+}

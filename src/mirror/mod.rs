@@ -1,3 +1,62 @@
-//! Mirroring databases into other object-store roots.
+//! Mirroring databases into other object-store roots: byte-for-byte
+//! copies whose every committed manifest is a valid SlateDB database.
 
+pub mod layout;
+pub mod ops;
+pub mod pass;
+pub mod prune;
+pub mod restore;
+pub mod tail;
 pub mod target;
+pub mod verify;
+
+use crate::copier::CopyError;
+use crate::services::ServiceError;
+
+/// Why a mirror pass, prune, restore or verify failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MirrorError {
+    #[error("{url} is not a SlateDB database (no manifest)")]
+    NotADatabase { url: String },
+    #[error("{url} cannot be mirrored: {reason}")]
+    Unsupported { url: String, reason: &'static str },
+    #[error(
+        "destination {destination} has diverged from its source: it holds manifest \
+         {destination_id} that the source's manifest {source_id} does not continue; \
+         something other than this mirror wrote it"
+    )]
+    Diverged {
+        destination: String,
+        destination_id: u64,
+        source_id: u64,
+    },
+    #[error("mirror pass for target {target} kept restarting: {reason}")]
+    Stalled { target: String, reason: String },
+    #[error("failed to {action} {location}: {message}")]
+    Store {
+        action: String,
+        location: String,
+        message: String,
+    },
+    #[error("{copier} failed to copy {failed} objects, first {first}")]
+    CopyFailed {
+        copier: String,
+        failed: usize,
+        first: String,
+    },
+    #[error(transparent)]
+    Copy(CopyError),
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+    #[error("destination {url} is not empty; restore never deletes, pick a fresh root")]
+    DestinationNotEmpty { url: String },
+    #[error("no restore point {at}: {reason}")]
+    NoRestorePoint { at: String, reason: String },
+    #[error(
+        "mirror destination {destination} is itself a registered database; its services would \
+         fork the mirror's history"
+    )]
+    DestinationRegistered { destination: String },
+    #[error("cancelled")]
+    Cancelled,
+}

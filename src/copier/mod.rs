@@ -1,0 +1,145 @@
+//! Copiers move a mirror's data objects (`wal/` and `compacted/`) from a
+//! source root to a destination root. Manifests never go through a
+//! copier: the mirror pass commits them itself, in order, create-only.
+//!
+//! One trait serves every implementation: the built-in streaming copier,
+//! rclone, external replication (which only backfills misses), and
+//! WebAssembly plugins. A copier gets a batch of root-relative names and
+//! reports per object, so a pass can tell an object that vanished at the
+//! source (the pass restarts) from one that failed (the pass fails).
+
+pub mod builtin;
+pub mod rclone;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::CopierKind;
+use crate::store::StoreRoot;
+
+/// Names a copier may be handed: data objects only.
+pub fn is_data_object(name: &str) -> bool {
+    name.starts_with("wal/") || name.starts_with("compacted/")
+}
+
+/// A batch of objects to copy, same name on both sides.
+#[derive(Debug, Clone, Copy)]
+pub struct CopyBatch<'a> {
+    pub source: &'a StoreRoot,
+    pub destination: &'a StoreRoot,
+    /// Root-relative names, each under `wal/` or `compacted/`.
+    pub objects: &'a [String],
+}
+
+/// What happened to one object of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ObjectOutcome {
+    /// Written at the destination; `bytes` when the copier knows.
+    Copied { bytes: Option<u64> },
+    /// The source no longer has it (deleted by GC mid-pass).
+    Missing,
+    Failed(String),
+}
+
+/// Per-object outcomes, in batch order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CopyReport {
+    pub outcomes: Vec<(String, ObjectOutcome)>,
+}
+
+impl CopyReport {
+    /// Bytes copied, as far as the copier reported them.
+    pub fn bytes(&self) -> u64 {
+        self.outcomes
+            .iter()
+            .filter_map(|(_, o)| match o {
+                ObjectOutcome::Copied { bytes } => *bytes,
+                _ => None,
+            })
+            .sum()
+    }
+
+    pub fn copied(&self) -> usize {
+        self.outcomes
+            .iter()
+            .filter(|(_, o)| matches!(o, ObjectOutcome::Copied { .. }))
+            .count()
+    }
+}
+
+/// Why a whole batch failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CopyError {
+    #[error("{copier}: {message}")]
+    Failed { copier: String, message: String },
+    #[error("copy cancelled")]
+    Cancelled,
+}
+
+/// Running totals a copier bumps as objects land; one-shot commands show
+/// them on a terminal.
+#[derive(Debug, Default)]
+pub struct CopyProgress {
+    objects: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl CopyProgress {
+    pub fn new() -> Arc<CopyProgress> {
+        Arc::new(CopyProgress::default())
+    }
+
+    pub fn record(&self, objects: u64, bytes: u64) {
+        self.objects.fetch_add(objects, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// `(objects, bytes)` so far.
+    pub fn totals(&self) -> (u64, u64) {
+        (
+            self.objects.load(Ordering::Relaxed),
+            self.bytes.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Moves data objects between roots.
+#[async_trait]
+pub trait Copier: Send + Sync + std::fmt::Debug {
+    /// How config and messages name it: `builtin`, `rclone`, `plugin:<name>`.
+    fn name(&self) -> String;
+
+    /// Whether something outside sleet already replicates data objects,
+    /// so the pass should probe the destination and copy only misses.
+    fn replicated_elsewhere(&self) -> bool {
+        false
+    }
+
+    /// Copies every object of the batch, overwriting at the destination.
+    /// Stops early with [`CopyError::Cancelled`] once `cancel` fires.
+    async fn copy(
+        &self,
+        batch: CopyBatch<'_>,
+        progress: &CopyProgress,
+        cancel: &CancellationToken,
+    ) -> Result<CopyReport, CopyError>;
+}
+
+/// Node-wide copier options from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct CopierOptions {
+    /// The rclone binary (`--rclone`); `rclone` on PATH when unset.
+    pub rclone: Option<std::path::PathBuf>,
+}
+
+/// The copier a target's `copier` setting names.
+pub fn for_kind(kind: CopierKind, parallelism: u32, options: &CopierOptions) -> Arc<dyn Copier> {
+    match kind {
+        CopierKind::Builtin => Arc::new(builtin::BuiltinCopier::new(parallelism)),
+        CopierKind::Rclone => Arc::new(rclone::RcloneCopier::new(options.rclone.clone())),
+        CopierKind::External => Arc::new(builtin::ExternalCopier::new(parallelism)),
+    }
+}

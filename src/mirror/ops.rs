@@ -1,0 +1,121 @@
+//! One-shot mirror commands (`sleet mirror sync|restore|verify`) and the
+//! pieces the node's mirror tasks share with them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::MirrorError;
+use super::pass::MirrorPair;
+use super::restore::{RestorePoint, restore};
+use super::target::{AppliedTarget, applied_targets};
+use super::verify::{VerifyReport, verify};
+use crate::Error;
+use crate::config::DatabaseConfig;
+use crate::copier::{CopierOptions, CopyProgress, for_kind};
+use crate::registry::canonicalize_database_url;
+use crate::response::{MirrorRestoreResponse, MirrorSyncResponse};
+use crate::root::{ConfigPoller, FleetRoot};
+use crate::services::DatabaseHandle;
+
+/// Builds the pair a target copies, refusing a destination that is itself
+/// a registered database: its own services would write manifests there
+/// and fork the mirror's history.
+pub fn mirror_pair(
+    database: &str,
+    target: &AppliedTarget<'_>,
+    registered: &BTreeMap<String, DatabaseConfig>,
+    copiers: &CopierOptions,
+    progress: Arc<CopyProgress>,
+) -> Result<MirrorPair, MirrorError> {
+    if registered.contains_key(&target.destination) {
+        return Err(MirrorError::DestinationRegistered {
+            destination: target.destination.clone(),
+        });
+    }
+    let settings = target.settings;
+    Ok(MirrorPair {
+        target: target.name.to_string(),
+        source: DatabaseHandle::open(database)?,
+        destination: DatabaseHandle::open(&target.destination)?,
+        copier: for_kind(settings.copier, settings.copy_parallelism, copiers),
+        checkpoint_lifetime: settings.checkpoint_lifetime,
+        progress,
+    })
+}
+
+/// `sleet mirror sync`: one pass for one (database, target), whatever the
+/// target's mode, then a prune when retention is set.
+pub async fn sync_once(
+    root: &FleetRoot,
+    database: &str,
+    target_name: &str,
+    copiers: &CopierOptions,
+    progress: Arc<CopyProgress>,
+    cancel: &CancellationToken,
+) -> Result<MirrorSyncResponse, Error> {
+    let database = canonicalize_database_url(database)?;
+    let view = ConfigPoller::new().poll(root).await;
+    let file = view
+        .databases
+        .get(&database)
+        .ok_or_else(|| Error::NotRegistered(database.clone()))?;
+    let settings = view.fleet.resolve_database(file);
+    let targets = applied_targets(&database, &settings);
+    let target = targets
+        .iter()
+        .find(|t| t.name == target_name)
+        .ok_or_else(|| Error::NoSuchTarget {
+            target: target_name.to_string(),
+            database: database.clone(),
+        })?;
+    let pair = mirror_pair(&database, target, &view.databases, copiers, progress)?;
+    let pass = pair.sync_pass(cancel).await?;
+    let pruned = match target.settings.retention_keep {
+        Some(keep) => Some(
+            pair.prune(keep, target.settings.min_age, chrono::Utc::now())
+                .await?,
+        ),
+        None => None,
+    };
+    Ok(MirrorSyncResponse {
+        database,
+        target: target.name.to_string(),
+        destination: target.destination.clone(),
+        head: pass.head,
+        committed: pass.committed,
+        manifests_committed: pass.manifests_committed,
+        objects_copied: pass.objects_copied,
+        bytes_copied: pass.bytes_copied,
+        pruned_manifests: pruned.map_or(0, |p| p.deleted_manifests),
+        pruned_objects: pruned.map_or(0, |p| p.deleted_objects),
+    })
+}
+
+/// `sleet mirror restore`: a restore point of `backup` into the empty `destination`.
+pub async fn restore_urls(
+    backup: &str,
+    destination: &str,
+    at: RestorePoint,
+    progress: Arc<CopyProgress>,
+    cancel: &CancellationToken,
+) -> Result<MirrorRestoreResponse, Error> {
+    let source = DatabaseHandle::open(backup).map_err(MirrorError::from)?;
+    let target = DatabaseHandle::open(destination).map_err(MirrorError::from)?;
+    let outcome = restore(&source, &target, at, progress, cancel).await?;
+    Ok(MirrorRestoreResponse {
+        backup: backup.to_string(),
+        destination: destination.to_string(),
+        manifest_id: outcome.manifest_id,
+        manifests_committed: outcome.manifests_committed,
+        copied_objects: outcome.copied_objects,
+        copied_bytes: outcome.copied_bytes,
+    })
+}
+
+/// `sleet mirror verify`: is the destination at `url` restorable?
+pub async fn verify_url(url: &str) -> Result<VerifyReport, Error> {
+    let target = DatabaseHandle::open(url).map_err(MirrorError::from)?;
+    Ok(verify(&target).await?)
+}

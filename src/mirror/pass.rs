@@ -1,0 +1,537 @@
+//! One sync pass: bring a destination from its watermark (latest manifest)
+//! to the source's latest manifest.
+//!
+//! The pass pins the source with a named checkpoint so GC cannot delete
+//! what it copies, copies the data objects of the head's closure (the head
+//! and the manifests its live checkpoints pin), then commits those
+//! manifests at the destination in ascending id order, each create-only.
+//! The destination's latest manifest therefore always has its whole
+//! closure present, even mid-commit, and two passes racing for one target
+//! write identical bytes (a collision with different bytes means something
+//! else wrote the destination: divergence).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use futures::StreamExt;
+use object_store::{ObjectStoreExt, PutMode, PutOptions};
+use slatedb::VersionedManifest;
+use slatedb::config::CheckpointOptions;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::MirrorError;
+use super::layout::{
+    COMPACTED_DIR, ObjectFloor, live_pins, manifest_name, manifest_objects, pin_name,
+    unsupported_source,
+};
+use crate::copier::{CopyBatch, CopyError, CopyProgress, Copier, ObjectOutcome};
+use crate::services::DatabaseHandle;
+use crate::store::StoreRoot;
+
+/// Attempts before a pass that keeps losing races with the source gives up.
+const MAX_ATTEMPTS: usize = 5;
+/// Concurrent HEADs when probing a destination.
+pub const HEAD_PARALLELISM: usize = 16;
+
+/// A (source, destination) pair and how to copy between them.
+#[derive(Debug, Clone)]
+pub struct MirrorPair {
+    /// The target's name: it keys placement and the pin checkpoint.
+    pub target: String,
+    pub source: DatabaseHandle,
+    pub destination: DatabaseHandle,
+    pub copier: Arc<dyn Copier>,
+    pub checkpoint_lifetime: Duration,
+    pub progress: Arc<CopyProgress>,
+}
+
+/// What a pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PassOutcome {
+    /// The source manifest the destination now holds.
+    pub head: u64,
+    pub next_wal_sst_id: u64,
+    /// Whether the pass wrote any manifest (false: already caught up).
+    pub committed: bool,
+    pub manifests_committed: u64,
+    pub objects_copied: u64,
+    pub bytes_copied: u64,
+}
+
+/// The manifests and data objects a reader of `head` may touch.
+#[derive(Debug)]
+struct Closure {
+    head: VersionedManifest,
+    /// Every manifest of the closure by id, the head included.
+    manifests: BTreeMap<u64, VersionedManifest>,
+    objects: BTreeMap<String, ObjectFloor>,
+}
+
+/// A pass attempt either finishes or must start over because the source
+/// moved underneath it (GC, a vanished pin): not an error.
+enum Attempt {
+    Done(PassOutcome),
+    Restart(String),
+}
+
+impl MirrorPair {
+    /// Runs one pass, restarting up to [`MAX_ATTEMPTS`] times when the
+    /// source moves underneath it.
+    pub async fn sync_pass(&self, cancel: &CancellationToken) -> Result<PassOutcome, MirrorError> {
+        let mut last_reason = String::new();
+        for attempt in 1..=MAX_ATTEMPTS {
+            match self.attempt(cancel).await? {
+                Attempt::Done(outcome) => return Ok(outcome),
+                Attempt::Restart(reason) => {
+                    tracing::debug!(target = %self.target, attempt, %reason, "mirror pass restarts");
+                    last_reason = reason;
+                }
+            }
+        }
+        Err(MirrorError::Stalled {
+            target: self.target.clone(),
+            reason: last_reason,
+        })
+    }
+
+    async fn attempt(&self, cancel: &CancellationToken) -> Result<Attempt, MirrorError> {
+        let watermark = read_latest(&self.destination).await?;
+        let latest = read_latest(&self.source).await?.ok_or_else(|| MirrorError::NotADatabase {
+            url: self.source.url().to_string(),
+        })?;
+        check_source(self.source.url(), &latest)?;
+        if let Some(w) = &watermark {
+            if w.id() > latest.id() {
+                return Err(self.diverged(w.id(), latest.id()));
+            }
+            if w.id() == latest.id() {
+                return Ok(Attempt::Done(PassOutcome {
+                    head: latest.id(),
+                    next_wal_sst_id: latest.next_wal_sst_id(),
+                    ..PassOutcome::default()
+                }));
+            }
+        }
+        let closure = match self.closure(latest).await? {
+            Ok(closure) => closure,
+            Err(reason) => return Ok(Attempt::Restart(reason)),
+        };
+        let work = self.plan(&closure, watermark.as_ref()).await?;
+        if work.is_empty() {
+            return self.commit(&closure, watermark.as_ref(), 0, 0).await;
+        }
+        let pin = self.pin().await?;
+        let result = self.pinned_copy_and_commit(&pin, watermark.as_ref(), cancel).await;
+        self.unpin(pin.id).await;
+        result
+    }
+
+    /// With the pin held: adopt the pin's manifest as the head, re-plan
+    /// against the same watermark, copy while refreshing the pin, commit.
+    async fn pinned_copy_and_commit(
+        &self,
+        pin: &Pin,
+        watermark: Option<&VersionedManifest>,
+        cancel: &CancellationToken,
+    ) -> Result<Attempt, MirrorError> {
+        let Some(head) = read_manifest(&self.source, pin.manifest_id).await? else {
+            return Ok(Attempt::Restart("the pin's own manifest already vanished".into()));
+        };
+        let closure = match self.closure(head).await? {
+            Ok(closure) => closure,
+            Err(reason) => return Ok(Attempt::Restart(reason)),
+        };
+        let work = self.plan(&closure, watermark).await?;
+        let (objects, bytes) = match self.copy_pinned(pin, &work, cancel).await? {
+            Ok(copied) => copied,
+            Err(reason) => return Ok(Attempt::Restart(reason)),
+        };
+        if tokio::time::Instant::now() >= pin.deadline {
+            return Ok(Attempt::Restart("pin lapsed before commit".into()));
+        }
+        self.commit(&closure, watermark, objects, bytes).await
+    }
+
+    /// The closure of `head`, or a restart reason when a pinned manifest
+    /// vanished while reading it.
+    async fn closure(&self, head: VersionedManifest) -> Result<Result<Closure, String>, MirrorError> {
+        let mut manifests = BTreeMap::new();
+        let mut objects = manifest_objects(&head);
+        for id in live_pins(&head, Utc::now()) {
+            let Some(pinned) = read_manifest(&self.source, id).await? else {
+                return Ok(Err("a live checkpoint's pinned manifest vanished mid-diff".into()));
+            };
+            objects.extend(manifest_objects(&pinned));
+            manifests.insert(id, pinned);
+        }
+        manifests.insert(head.id(), head.clone());
+        Ok(Ok(Closure {
+            head,
+            manifests,
+            objects,
+        }))
+    }
+
+    /// The manifests the destination already has (the watermark and what
+    /// its still-live checkpoints pin) and so need no commit.
+    fn present_manifests(
+        &self,
+        closure: &Closure,
+        watermark: Option<&VersionedManifest>,
+    ) -> BTreeSet<u64> {
+        let Some(w) = watermark else {
+            return BTreeSet::new();
+        };
+        let now = Utc::now();
+        let live_in_head: BTreeSet<Uuid> = closure
+            .head
+            .checkpoints()
+            .iter()
+            .filter(|c| super::layout::checkpoint_live(c, now))
+            .map(|c| c.id)
+            .collect();
+        let mut present: BTreeSet<u64> = w
+            .checkpoints()
+            .iter()
+            .filter(|c| super::layout::checkpoint_live(c, now) && live_in_head.contains(&c.id))
+            .map(|c| c.manifest_id)
+            .filter(|id| closure.manifests.contains_key(id))
+            .collect();
+        present.insert(w.id());
+        present
+    }
+
+    /// The data objects to copy: the closure's objects not proven present
+    /// at the destination, compacted SSTs first, WAL ascending. WAL (and,
+    /// for externally replicated targets, SSTs) are probed with HEADs.
+    async fn plan(
+        &self,
+        closure: &Closure,
+        watermark: Option<&VersionedManifest>,
+    ) -> Result<Vec<String>, MirrorError> {
+        let present = self.present_manifests(closure, watermark);
+        let mut proven: BTreeSet<String> = BTreeSet::new();
+        for id in &present {
+            let manifest = match closure.manifests.get(id) {
+                Some(m) => Some(m.clone()),
+                None if watermark.is_some_and(|w| w.id() == *id) => watermark.cloned(),
+                None => None,
+            };
+            if let Some(m) = manifest {
+                proven.extend(manifest_objects(&m).into_keys());
+            }
+        }
+        let candidates: Vec<&String> = closure
+            .objects
+            .keys()
+            .filter(|name| !proven.contains(*name))
+            .collect();
+        let (compacted, wal): (Vec<&String>, Vec<&String>) = candidates
+            .into_iter()
+            .partition(|name| name.starts_with(COMPACTED_DIR));
+        let destination = self.destination.root();
+        let mut work: Vec<String> = if !self.copier.replicated_elsewhere() {
+            compacted.into_iter().cloned().collect()
+        } else if watermark.is_none() {
+            let listed = list_dir(&destination, COMPACTED_DIR).await?;
+            compacted
+                .into_iter()
+                .filter(|n| !listed.contains_key(*n))
+                .cloned()
+                .collect()
+        } else {
+            missing_at(&destination, compacted).await?
+        };
+        work.extend(missing_at(&destination, wal).await?);
+        Ok(work)
+    }
+
+    async fn pin(&self) -> Result<Pin, MirrorError> {
+        let options = CheckpointOptions {
+            lifetime: Some(self.checkpoint_lifetime),
+            source: None,
+            name: Some(pin_name(&self.target)),
+        };
+        let created = self
+            .source
+            .bounded(
+                "pinning the source",
+                self.source.admin().create_detached_checkpoint(&options),
+            )
+            .await?;
+        let now = tokio::time::Instant::now();
+        Ok(Pin {
+            id: created.id,
+            manifest_id: created.manifest_id,
+            refresh_at: now + self.checkpoint_lifetime / 2,
+            deadline: now + self.checkpoint_lifetime,
+        })
+    }
+
+    /// Best effort: a pin left behind expires and source GC removes it.
+    async fn unpin(&self, id: Uuid) {
+        let deleted = self
+            .source
+            .bounded(
+                "deleting the pin",
+                self.source.admin().delete_checkpoint(id),
+            )
+            .await;
+        if let Err(e) = deleted {
+            tracing::warn!(target = %self.target, "failed to delete mirror pin {id}: {e}");
+        }
+    }
+
+    /// Copies `work` while refreshing the pin at half its lifetime.
+    /// `Ok(Err(reason))` asks for a restart.
+    async fn copy_pinned(
+        &self,
+        pin: &Pin,
+        work: &[String],
+        cancel: &CancellationToken,
+    ) -> Result<Result<(u64, u64), String>, MirrorError> {
+        let source = self.source.root();
+        let destination = self.destination.root();
+        let batch = CopyBatch {
+            source: &source,
+            destination: &destination,
+            objects: work,
+        };
+        let copy = self.copier.copy(batch, &self.progress, cancel);
+        tokio::pin!(copy);
+        let mut refresh_at = pin.refresh_at;
+        let result = loop {
+            tokio::select! {
+                result = &mut copy => break result,
+                () = tokio::time::sleep_until(refresh_at) => {
+                    let refreshed = self
+                        .source
+                        .bounded(
+                            "refreshing the pin",
+                            self.source.admin().refresh_checkpoint(pin.id, Some(self.checkpoint_lifetime)),
+                        )
+                        .await;
+                    if let Err(e) = refreshed {
+                        return Ok(Err(format!("pin refresh failed: {e}")));
+                    }
+                    refresh_at += self.checkpoint_lifetime / 2;
+                }
+            }
+        };
+        match result {
+            Ok(report) => {
+                let mut failures = Vec::new();
+                for (name, outcome) in &report.outcomes {
+                    match outcome {
+                        ObjectOutcome::Missing => {
+                            return Ok(Err(format!("{name} vanished mid-copy")));
+                        }
+                        ObjectOutcome::Failed(e) => failures.push(format!("{name}: {e}")),
+                        ObjectOutcome::Copied { .. } => {}
+                    }
+                }
+                if !failures.is_empty() {
+                    return Err(MirrorError::CopyFailed {
+                        copier: self.copier.name(),
+                        failed: failures.len(),
+                        first: failures.swap_remove(0),
+                    });
+                }
+                Ok(Ok((report.copied() as u64, report.bytes())))
+            }
+            Err(CopyError::Cancelled) => Err(MirrorError::Cancelled),
+            Err(e) => match first_missing(&source, work).await? {
+                Some(name) => Ok(Err(format!("{name} vanished mid-copy"))),
+                None => Err(MirrorError::Copy(e)),
+            },
+        }
+    }
+
+    /// Commits the closure's manifests the destination lacks, ascending,
+    /// each create-only; identical bytes already there count as success.
+    async fn commit(
+        &self,
+        closure: &Closure,
+        watermark: Option<&VersionedManifest>,
+        objects: u64,
+        bytes: u64,
+    ) -> Result<Attempt, MirrorError> {
+        let present = self.present_manifests(closure, watermark);
+        let mut committed = 0;
+        for &id in closure.manifests.keys().filter(|id| !present.contains(id)) {
+            let name = manifest_name(id);
+            let body = match get_bytes(&self.source.root(), &name).await? {
+                Some(body) => body,
+                None => {
+                    return Ok(Attempt::Restart(format!(
+                        "source manifest {id} vanished before commit"
+                    )));
+                }
+            };
+            if put_create_or_match(&self.destination.root(), &name, body).await? {
+                committed += 1;
+            } else {
+                return Err(self.diverged(id, closure.head.id()));
+            }
+        }
+        let head = closure.head.id();
+        tracing::info!(target = %self.target, head, manifests = committed, objects, "mirror pass committed");
+        Ok(Attempt::Done(PassOutcome {
+            head,
+            next_wal_sst_id: closure.head.next_wal_sst_id(),
+            committed: true,
+            manifests_committed: committed,
+            objects_copied: objects,
+            bytes_copied: bytes,
+        }))
+    }
+
+    fn diverged(&self, destination_id: u64, source_id: u64) -> MirrorError {
+        MirrorError::Diverged {
+            destination: self.destination.url().to_string(),
+            destination_id,
+            source_id,
+        }
+    }
+}
+
+/// A named checkpoint holding the source still while a pass copies.
+struct Pin {
+    id: Uuid,
+    manifest_id: u64,
+    refresh_at: tokio::time::Instant,
+    deadline: tokio::time::Instant,
+}
+
+/// Refuses sources a byte copy cannot reproduce.
+pub fn check_source(url: &str, manifest: &VersionedManifest) -> Result<(), MirrorError> {
+    match unsupported_source(manifest) {
+        Some(reason) => Err(MirrorError::Unsupported {
+            url: url.to_string(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+pub(crate) async fn read_latest(
+    db: &DatabaseHandle,
+) -> Result<Option<VersionedManifest>, MirrorError> {
+    Ok(db
+        .bounded("reading the latest manifest", db.admin().read_manifest(None))
+        .await?)
+}
+
+pub(crate) async fn read_manifest(
+    db: &DatabaseHandle,
+    id: u64,
+) -> Result<Option<VersionedManifest>, MirrorError> {
+    Ok(db
+        .bounded("reading a manifest", db.admin().read_manifest(Some(id)))
+        .await?)
+}
+
+fn store_error(action: &str, root: &StoreRoot, name: &str, e: object_store::Error) -> MirrorError {
+    MirrorError::Store {
+        action: action.to_string(),
+        location: format!("{}/{name}", root.url),
+        message: e.to_string(),
+    }
+}
+
+/// An object's bytes, or `None` when it does not exist.
+pub(crate) async fn get_bytes(
+    root: &StoreRoot,
+    name: &str,
+) -> Result<Option<bytes::Bytes>, MirrorError> {
+    let fetched = async { root.store.get(&root.path(name)).await?.bytes().await };
+    match fetched.await {
+        Ok(body) => Ok(Some(body)),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(store_error("read", root, name, e)),
+    }
+}
+
+/// Writes `body` only if `name` does not exist; false when it does.
+pub(crate) async fn put_create_new(
+    root: &StoreRoot,
+    name: &str,
+    body: bytes::Bytes,
+) -> Result<bool, MirrorError> {
+    let options = PutOptions {
+        mode: PutMode::Create,
+        ..PutOptions::default()
+    };
+    match root
+        .store
+        .put_opts(&root.path(name), body.into(), options)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+        Err(e) => Err(store_error("write", root, name, e)),
+    }
+}
+
+/// Writes `body` only if `name` does not exist. Returns false when it
+/// exists with different bytes (identical bytes: a racing twin wrote it).
+pub(crate) async fn put_create_or_match(
+    root: &StoreRoot,
+    name: &str,
+    body: bytes::Bytes,
+) -> Result<bool, MirrorError> {
+    if put_create_new(root, name, body.clone()).await? {
+        return Ok(true);
+    }
+    Ok(get_bytes(root, name).await?.as_deref() == Some(&body[..]))
+}
+
+/// The objects under `dir/` of a root by root-relative name (empty when
+/// the directory is missing).
+pub(crate) async fn list_dir(
+    root: &StoreRoot,
+    dir: &str,
+) -> Result<BTreeMap<String, object_store::ObjectMeta>, MirrorError> {
+    let prefix = root.path(dir);
+    let mut objects = BTreeMap::new();
+    let mut listing = root.store.list(Some(&prefix));
+    while let Some(meta) = listing.next().await {
+        let meta = meta.map_err(|e| store_error("list", root, dir, e))?;
+        objects.insert(root.relative(&meta.location).to_string(), meta);
+    }
+    Ok(objects)
+}
+
+/// Which of `names` the root lacks, by concurrent HEADs, in input order.
+pub(crate) async fn missing_at(
+    root: &StoreRoot,
+    names: Vec<&String>,
+) -> Result<Vec<String>, MirrorError> {
+    let probes = futures::stream::iter(names)
+        .map(|name| async move {
+            match root.store.head(&root.path(name)).await {
+                Ok(_) => Ok(None),
+                Err(object_store::Error::NotFound { .. }) => Ok(Some(name.clone())),
+                Err(e) => Err(store_error("probe", root, name, e)),
+            }
+        })
+        .buffered(HEAD_PARALLELISM)
+        .collect::<Vec<_>>()
+        .await;
+    probes
+        .into_iter()
+        .filter_map(Result::transpose)
+        .collect()
+}
+
+/// The first of `names` the source no longer has, after a copier failed
+/// as a whole (it cannot say which object was missing).
+async fn first_missing(source: &StoreRoot, names: &[String]) -> Result<Option<String>, MirrorError> {
+    Ok(missing_at(source, names.iter().collect())
+        .await?
+        .into_iter()
+        .next())
+}

@@ -1,0 +1,236 @@
+//! Retention at a destination: the mirror is its only deleter (SlateDB GC
+//! must never run there: it would write manifests and fork the history).
+//!
+//! Restore points are the latest manifest and every manifest younger than
+//! `keep`. A restore point keeps the manifests its live checkpoints pin
+//! and every object any kept manifest references. Two guards stop prune
+//! from deleting what an in-flight pass is about to commit: objects the
+//! source still references are spared, and objects newer than the oldest
+//! running pass's pin (less `min_age`) are left alone.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use object_store::ObjectStoreExt;
+
+use super::MirrorError;
+use super::layout::{
+    COMPACTED_DIR, MANIFEST_DIR, WAL_DIR, checkpoint_live, manifest_name, manifest_objects,
+    parse_manifest_file, parse_wal_file, pin_name,
+};
+use super::pass::{MirrorPair, list_dir, read_latest, read_manifest};
+use crate::store::StoreRoot;
+
+/// What a prune did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PruneReport {
+    pub kept_manifests: u64,
+    pub deleted_manifests: u64,
+    pub deleted_objects: u64,
+    /// False when a guard could not be computed, so only manifests went.
+    pub data_deletion_ran: bool,
+}
+
+/// Deletions run this many at a time.
+const DELETE_PARALLELISM: usize = 16;
+
+/// A listed object and when it was written.
+type Listing = BTreeMap<String, DateTime<Utc>>;
+
+impl MirrorPair {
+    /// Applies retention `keep` at the destination, as of `now`.
+    pub async fn prune(
+        &self,
+        keep: Duration,
+        min_age: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<PruneReport, MirrorError> {
+        let destination = self.destination.root();
+        // List the destination before reading the source: anything a pass
+        // commits after these listings references objects the source
+        // still holds, which the spared set below then covers.
+        let manifests: BTreeMap<u64, DateTime<Utc>> = list_dated(&destination, MANIFEST_DIR)
+            .await?
+            .into_iter()
+            .filter_map(|(name, at)| Some((parse_manifest_file(file_of(&name))?, at)))
+            .collect();
+        let Some((&latest, _)) = manifests.last_key_value() else {
+            return Ok(PruneReport::default());
+        };
+        let compacted = list_dated(&destination, COMPACTED_DIR).await?;
+        let wal = list_dated(&destination, WAL_DIR).await?;
+        let spared = self.spared_by_source().await;
+        let floor = self.pin_floor(min_age).await;
+
+        let keep_window = chrono::Duration::from_std(keep).unwrap_or(chrono::Duration::MAX);
+        let restore_points: BTreeSet<u64> = manifests
+            .iter()
+            .filter(|(id, at)| **id == latest || now - **at < keep_window)
+            .map(|(id, _)| *id)
+            .collect();
+        let (kept, kept_objects, tail_floor) = self.kept(&restore_points, &manifests, latest, now).await?;
+
+        let doomed: Vec<String> = manifests
+            .keys()
+            .filter(|id| !kept.contains(id))
+            .map(|id| manifest_name(*id))
+            .collect();
+        let mut report = PruneReport {
+            kept_manifests: kept.len() as u64,
+            deleted_manifests: delete_all(&destination, doomed).await?,
+            ..PruneReport::default()
+        };
+        let (Ok(spared), Some(kept_objects)) = (spared, kept_objects) else {
+            tracing::info!(target = %self.target, deleted = report.deleted_manifests, "pruned manifests only");
+            return Ok(report);
+        };
+        let min_age = chrono::Duration::from_std(min_age).unwrap_or(chrono::Duration::MAX);
+        let guarded = |at: &DateTime<Utc>| now - *at <= min_age || floor.is_some_and(|f| *at >= f);
+        let deletable = |name: &String, at: &DateTime<Utc>| {
+            !kept_objects.contains(name) && !spared.contains(name) && !guarded(at)
+        };
+        let mut doomed: Vec<String> = compacted
+            .iter()
+            .filter(|(name, at)| deletable(name, at))
+            .map(|(name, _)| name.clone())
+            .collect();
+        doomed.extend(
+            wal.iter()
+                .filter(|(name, _)| parse_wal_file(file_of(name)).is_some_and(|id| id < tail_floor))
+                .filter(|(name, at)| deletable(name, at))
+                .map(|(name, _)| name.clone()),
+        );
+        report.deleted_objects = delete_all(&destination, doomed).await?;
+        report.data_deletion_ran = true;
+        Ok(report)
+    }
+
+    /// The kept manifests (restore points and what their live checkpoints
+    /// pin), the objects they reference (`None` if one is unreadable), and
+    /// the latest manifest's `next_wal_sst_id` (WAL below it is history).
+    async fn kept(
+        &self,
+        restore_points: &BTreeSet<u64>,
+        listed: &BTreeMap<u64, DateTime<Utc>>,
+        latest: u64,
+        now: DateTime<Utc>,
+    ) -> Result<(BTreeSet<u64>, Option<BTreeSet<String>>, u64), MirrorError> {
+        let mut kept = restore_points.clone();
+        let mut decoded = BTreeMap::new();
+        for &id in restore_points {
+            if let Some(manifest) = read_manifest(&self.destination, id).await? {
+                kept.extend(
+                    manifest
+                        .checkpoints()
+                        .iter()
+                        .filter(|c| checkpoint_live(c, now) && listed.contains_key(&c.manifest_id))
+                        .map(|c| c.manifest_id),
+                );
+                decoded.insert(id, manifest);
+            }
+        }
+        let tail_floor = decoded.get(&latest).map_or(0, |m| m.next_wal_sst_id());
+        let mut objects = BTreeSet::new();
+        for &id in &kept {
+            let manifest = match decoded.remove(&id) {
+                Some(m) => m,
+                None => match read_manifest(&self.destination, id).await? {
+                    Some(m) => m,
+                    None => {
+                        tracing::warn!(target = %self.target, "kept manifest {id} unreadable; skipping data-object deletion");
+                        return Ok((kept, None, tail_floor));
+                    }
+                },
+            };
+            objects.extend(manifest_objects(&manifest).into_keys());
+        }
+        Ok((kept, Some(objects), tail_floor))
+    }
+
+    /// Objects the source's latest manifest, or any manifest a checkpoint
+    /// there pins (expired ones included), still references.
+    async fn spared_by_source(&self) -> Result<BTreeSet<String>, MirrorError> {
+        let result = async {
+            let latest = read_latest(&self.source).await?.ok_or_else(|| MirrorError::NotADatabase {
+                url: self.source.url().to_string(),
+            })?;
+            let mut spared: BTreeSet<String> = manifest_objects(&latest).into_keys().collect();
+            let pinned: BTreeSet<u64> = latest
+                .checkpoints()
+                .iter()
+                .map(|c| c.manifest_id)
+                .filter(|id| *id != latest.id())
+                .collect();
+            for id in pinned {
+                if let Some(m) = read_manifest(&self.source, id).await? {
+                    spared.extend(manifest_objects(&m).into_keys());
+                }
+            }
+            Ok(spared)
+        }
+        .await;
+        if let Err(e) = &result {
+            tracing::warn!(target = %self.target, "source unreachable ({e}); skipping data-object deletion");
+        }
+        result
+    }
+
+    /// The oldest running pass's pin time less `min_age`: objects written
+    /// after it may belong to a commit still to come.
+    async fn pin_floor(&self, min_age: Duration) -> Option<DateTime<Utc>> {
+        let name = pin_name(&self.target);
+        let listed = self
+            .source
+            .bounded(
+                "listing mirror pins",
+                self.source.admin().list_checkpoints(Some(&name)),
+            )
+            .await;
+        match listed {
+            Ok(pins) => pins
+                .iter()
+                .map(|c| c.create_time - chrono::Duration::from_std(min_age).unwrap_or_default())
+                .min(),
+            Err(e) => {
+                tracing::warn!(target = %self.target, "failed to list mirror pins ({e}); no pin floor");
+                None
+            }
+        }
+    }
+}
+
+fn file_of(name: &str) -> &str {
+    name.rsplit('/').next().unwrap_or(name)
+}
+
+/// Names under `dir/` with their `LastModified`.
+async fn list_dated(root: &StoreRoot, dir: &str) -> Result<Listing, MirrorError> {
+    Ok(list_dir(root, dir)
+        .await?
+        .into_iter()
+        .map(|(name, meta)| (name, meta.last_modified))
+        .collect())
+}
+
+/// Deletes every name (a missing one counts as deleted); returns the count.
+async fn delete_all(root: &StoreRoot, names: Vec<String>) -> Result<u64, MirrorError> {
+    let results = futures::stream::iter(names)
+        .map(|name| async move {
+            match root.store.delete(&root.path(&name)).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(e) => Err(MirrorError::Store {
+                    action: "delete".into(),
+                    location: format!("{}/{name}", root.url),
+                    message: e.to_string(),
+                }),
+            }
+        })
+        .buffer_unordered(DELETE_PARALLELISM)
+        .collect::<Vec<_>>()
+        .await;
+    let count = results.len() as u64;
+    results.into_iter().collect::<Result<Vec<()>, _>>()?;
+    Ok(count)
+}

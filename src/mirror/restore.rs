@@ -1,0 +1,252 @@
+//! Restore: copy one restore point of a backup (a mirror destination) into
+//! an empty root, which then opens as an ordinary SlateDB database.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use slatedb::VersionedManifest;
+use slatedb::seq_tracker::FindOption;
+use tokio_util::sync::CancellationToken;
+
+use super::MirrorError;
+use super::layout::{MANIFEST_DIR, live_pins, manifest_name, manifest_objects, parse_manifest_file};
+use super::pass::{get_bytes, list_dir, read_manifest};
+use crate::copier::builtin::BuiltinCopier;
+use crate::copier::{CopyBatch, CopyError, CopyProgress, Copier, ObjectOutcome};
+use crate::services::DatabaseHandle;
+use crate::store::StoreRoot;
+
+/// Objects copied at once during a restore.
+const RESTORE_PARALLELISM: u32 = 8;
+
+/// Which manifest of a backup to restore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestorePoint {
+    Latest,
+    Manifest(u64),
+    /// The newest manifest whose data is no newer than this instant.
+    Time(DateTime<Utc>),
+}
+
+impl std::str::FromStr for RestorePoint {
+    type Err = String;
+
+    /// A manifest id, else an RFC 3339 timestamp.
+    fn from_str(value: &str) -> Result<Self, String> {
+        if let Ok(id) = value.parse() {
+            return Ok(RestorePoint::Manifest(id));
+        }
+        DateTime::parse_from_rfc3339(value)
+            .map(|t| RestorePoint::Time(t.with_timezone(&Utc)))
+            .map_err(|_| format!("--at \"{value}\" is neither a manifest id nor an RFC 3339 timestamp"))
+    }
+}
+
+impl std::fmt::Display for RestorePoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RestorePoint::Latest => write!(f, "latest"),
+            RestorePoint::Manifest(id) => write!(f, "manifest {id}"),
+            RestorePoint::Time(t) => write!(f, "{}", t.to_rfc3339()),
+        }
+    }
+}
+
+/// What a restore wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RestoreOutcome {
+    pub manifest_id: u64,
+    pub manifests_committed: u64,
+    pub copied_objects: u64,
+    pub copied_bytes: u64,
+}
+
+/// Restores `at` from `backup` into `destination`, which must be empty.
+pub async fn restore(
+    backup: &DatabaseHandle,
+    destination: &DatabaseHandle,
+    at: RestorePoint,
+    progress: Arc<CopyProgress>,
+    cancel: &CancellationToken,
+) -> Result<RestoreOutcome, MirrorError> {
+    let dest_root = destination.root();
+    ensure_empty(&dest_root).await?;
+    let backup_root = backup.root();
+    let listed: Vec<u64> = list_dir(&backup_root, MANIFEST_DIR)
+        .await?
+        .keys()
+        .filter_map(|n| parse_manifest_file(n.rsplit('/').next()?))
+        .collect();
+    let Some(&latest) = listed.iter().max() else {
+        return Err(MirrorError::NotADatabase {
+            url: backup.url().to_string(),
+        });
+    };
+    let chosen = resolve(backup, &listed, latest, at).await?;
+    let chosen_id = chosen.id();
+    let members = members(backup, chosen, at).await?;
+
+    let mut objects: Vec<String> = members
+        .values()
+        .flat_map(|m| manifest_objects(m).into_keys())
+        .collect();
+    objects.sort();
+    objects.dedup();
+    let copier = BuiltinCopier::new(RESTORE_PARALLELISM);
+    let batch = CopyBatch {
+        source: &backup_root,
+        destination: &dest_root,
+        objects: &objects,
+    };
+    let report = copier
+        .copy(batch, &progress, cancel)
+        .await
+        .map_err(|e| match e {
+            CopyError::Cancelled => MirrorError::Cancelled,
+            other => MirrorError::Copy(other),
+        })?;
+    if let Some((name, outcome)) = report
+        .outcomes
+        .iter()
+        .find(|(_, o)| !matches!(o, ObjectOutcome::Copied { .. }))
+    {
+        return Err(MirrorError::CopyFailed {
+            copier: "builtin".into(),
+            failed: report.outcomes.len() - report.copied(),
+            first: format!("{name}: {outcome:?}"),
+        });
+    }
+    let mut committed = 0;
+    for &id in members.keys() {
+        commit_new(&backup_root, &dest_root, id).await?;
+        committed += 1;
+    }
+    Ok(RestoreOutcome {
+        manifest_id: chosen_id,
+        manifests_committed: committed,
+        copied_objects: report.copied() as u64,
+        copied_bytes: report.bytes(),
+    })
+}
+
+async fn ensure_empty(root: &StoreRoot) -> Result<(), MirrorError> {
+    use futures::StreamExt;
+    let first = root.store.list(Some(&root.prefix)).next().await;
+    match first {
+        None => Ok(()),
+        Some(Ok(_)) => Err(MirrorError::DestinationNotEmpty {
+            url: root.url.clone(),
+        }),
+        Some(Err(e)) => Err(MirrorError::Store {
+            action: "list".into(),
+            location: root.url.clone(),
+            message: e.to_string(),
+        }),
+    }
+}
+
+fn no_point(at: RestorePoint, reason: String) -> MirrorError {
+    MirrorError::NoRestorePoint {
+        at: at.to_string(),
+        reason,
+    }
+}
+
+/// The manifest `at` names.
+async fn resolve(
+    backup: &DatabaseHandle,
+    listed: &[u64],
+    latest: u64,
+    at: RestorePoint,
+) -> Result<VersionedManifest, MirrorError> {
+    let id = match at {
+        RestorePoint::Latest => latest,
+        RestorePoint::Manifest(id) if listed.contains(&id) => id,
+        RestorePoint::Manifest(id) => {
+            return Err(no_point(at, format!("the backup has no manifest {id}")));
+        }
+        RestorePoint::Time(ts) => by_time(backup, listed, latest, ts)
+            .await?
+            .ok_or_else(|| {
+                no_point(
+                    at,
+                    "the timestamp predates the backup's tracked history".into(),
+                )
+            })?,
+    };
+    read_manifest(backup, id)
+        .await?
+        .ok_or_else(|| no_point(at, format!("manifest {id} vanished from the backup")))
+}
+
+/// The newest manifest whose last L0 write the latest manifest's sequence
+/// tracker dates at or before `ts` (the tracker samples about once a minute).
+async fn by_time(
+    backup: &DatabaseHandle,
+    listed: &[u64],
+    latest: u64,
+    ts: DateTime<Utc>,
+) -> Result<Option<u64>, MirrorError> {
+    let Some(head) = read_manifest(backup, latest).await? else {
+        return Ok(None);
+    };
+    let tracker = head.sequence_tracker();
+    let mut newest_first = listed.to_vec();
+    newest_first.sort_unstable_by(|a, b| b.cmp(a));
+    for id in newest_first {
+        let Some(manifest) = read_manifest(backup, id).await? else {
+            continue;
+        };
+        if let Some(written) = tracker.find_ts(manifest.last_l0_seq(), FindOption::RoundDown)
+            && written <= ts
+        {
+            return Ok(Some(id));
+        }
+    }
+    Ok(None)
+}
+
+/// The chosen manifest and the manifests its live checkpoints pin; all
+/// must be in the backup before anything is written.
+async fn members(
+    backup: &DatabaseHandle,
+    chosen: VersionedManifest,
+    at: RestorePoint,
+) -> Result<BTreeMap<u64, VersionedManifest>, MirrorError> {
+    let mut members = BTreeMap::new();
+    for pinned in live_pins(&chosen, Utc::now()) {
+        let manifest = read_manifest(backup, pinned).await?.ok_or_else(|| {
+            no_point(
+                at,
+                format!(
+                    "manifest {} is closure support, not a restore point: its live checkpoint \
+                     pins manifest {pinned}, which the backup no longer has",
+                    chosen.id()
+                ),
+            )
+        })?;
+        members.insert(pinned, manifest);
+    }
+    members.insert(chosen.id(), chosen);
+    Ok(members)
+}
+
+/// Copies manifest `id` create-only: a restore writes into a fresh root,
+/// so anything already there is an error.
+async fn commit_new(backup: &StoreRoot, destination: &StoreRoot, id: u64) -> Result<(), MirrorError> {
+    let name = manifest_name(id);
+    let body = get_bytes(backup, &name).await?.ok_or_else(|| MirrorError::Store {
+        action: "read".into(),
+        location: format!("{}/{name}", backup.url),
+        message: "vanished during the restore".into(),
+    })?;
+    if !super::pass::put_create_new(destination, &name, body).await? {
+        return Err(MirrorError::Store {
+            action: "write".into(),
+            location: format!("{}/{name}", destination.url),
+            message: "already exists: something else is writing the destination".into(),
+        });
+    }
+    Ok(())
+}

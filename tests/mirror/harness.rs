@@ -1,0 +1,150 @@
+//! A fleet root with one source database, a node running its SlateDB
+//! services, and mirror targets in `sleet.toml`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use slatedb::Db;
+use sleet::copier::{CopierOptions, CopyProgress};
+use sleet::mirror::ops;
+use sleet::response::MirrorSyncResponse;
+use sleet::{CancellationToken, Fleet, NodeOptions, Service};
+use tokio::task::JoinHandle;
+
+use crate::common::FileRoot;
+use crate::db;
+
+/// Fast source services: compaction and GC keep deleting what a pass copies.
+pub const FAST_SERVICES: &str = r#"
+[node]
+heartbeat_interval = "200ms"
+heartbeat_timeout = "2s"
+config_poll = "400ms"
+
+[database]
+services = ["gc", "compactor-coordinator", "compaction-workers", "mirror"]
+
+[database.gc.manifest]
+interval = "300ms"
+min_age = "1s"
+[database.gc.wal]
+interval = "300ms"
+min_age = "1s"
+[database.gc.compacted]
+interval = "300ms"
+min_age = "1s"
+[database.gc.compactions]
+interval = "300ms"
+min_age = "1s"
+
+[database.compactor-coordinator]
+poll_interval = "100ms"
+commit_compacted_interval = "100ms"
+checkpoint_lifetime = "2s"
+[database.compactor-coordinator.scheduler]
+min_compaction_sources = 2
+
+[database.compaction-workers]
+compactions_poll_interval = "100ms"
+heartbeat_interval = "500ms"
+min_filter_keys = 0
+"#;
+
+pub struct Source {
+    pub root: FileRoot,
+    pub data: tempfile::TempDir,
+    pub fleet: Fleet,
+    pub url: String,
+    pub writer: Db,
+    pub rounds: usize,
+    node: Option<(CancellationToken, JoinHandle<Result<(), sleet::Error>>)>,
+}
+
+impl Source {
+    /// A source database with `rounds` rounds written and a live writer,
+    /// registered in a root whose `sleet.toml` is `FAST_SERVICES` + `targets`.
+    pub async fn new(targets: &str, rounds: usize) -> Source {
+        let root = FileRoot::new();
+        root.write("sleet.toml", &format!("{FAST_SERVICES}\n{targets}"));
+        let data = tempfile::tempdir().unwrap();
+        let url = format!("file://{}/source", data.path().display());
+        let writer = db::open_writer(&url).await;
+        db::write_rounds(&writer, 0..rounds).await;
+        let fleet = Fleet::open(&root.url()).unwrap();
+        fleet.register(&url).await.unwrap();
+        Source {
+            root,
+            data,
+            fleet,
+            url: sleet::registry::canonicalize_database_url(&url).unwrap(),
+            writer,
+            rounds,
+            node: None,
+        }
+    }
+
+    /// A URL under this test's data directory.
+    pub fn data_url(&self, name: &str) -> String {
+        format!("file://{}/{name}", self.data.path().display())
+    }
+
+    /// Starts a node running GC, the coordinator and workers (not mirror).
+    pub fn start_services(&mut self) {
+        let token = CancellationToken::new();
+        let fleet = self.fleet.clone();
+        let options = NodeOptions::new("services").with_services([
+            Service::Gc,
+            Service::CompactorCoordinator,
+            Service::CompactionWorkers,
+        ]);
+        let child = token.clone();
+        let handle = tokio::spawn(async move { fleet.run_node(options, child).await });
+        self.node = Some((token, handle));
+    }
+
+    pub async fn write(&mut self, rounds: usize) {
+        db::write_rounds(&self.writer, self.rounds..self.rounds + rounds).await;
+        self.rounds += rounds;
+    }
+
+    pub async fn sync(&self, target: &str) -> Result<MirrorSyncResponse, sleet::Error> {
+        self.sync_cancellable(target, &CancellationToken::new()).await
+    }
+
+    pub async fn sync_cancellable(
+        &self,
+        target: &str,
+        cancel: &CancellationToken,
+    ) -> Result<MirrorSyncResponse, sleet::Error> {
+        ops::sync_once(
+            self.fleet.root(),
+            &self.url,
+            target,
+            &CopierOptions::default(),
+            CopyProgress::new(),
+            cancel,
+        )
+        .await
+    }
+
+    pub async fn stop(mut self) {
+        if let Some((token, handle)) = self.node.take() {
+            token.cancel();
+            handle.await.unwrap().unwrap();
+        }
+        self.writer.close().await.unwrap();
+    }
+}
+
+/// The destination verifies clean.
+pub async fn assert_verified(url: &str) {
+    let report = ops::verify_url(url).await.expect("verify runs");
+    assert!(report.problems.is_empty(), "{url}: {:#?}", report.problems);
+    assert!(report.latest_manifest.is_some());
+}
+
+pub fn pause(ms: u64) -> tokio::time::Sleep {
+    tokio::time::sleep(Duration::from_millis(ms))
+}
+
+pub fn _keep(_: Arc<()>) {}

@@ -1,0 +1,11 @@
+//! Mirror integration tests: real SlateDB sources under write load, with a
+//! sleet node compacting and collecting them, copied into real stores.
+//!
+//! One test binary (modules below) so the heavy dependency tree links once.
+
+#[path = "../core/common.rs"]
+mod common;
+#[path = "../node/db.rs"]
+mod db;
+mod harness;
+mod pass;
