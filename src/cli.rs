@@ -337,7 +337,11 @@ fn render_verify(r: &VerifyReport) -> String {
     for problem in &r.problems {
         out.push_str(&format!("problem: {problem}\n"));
     }
-    let verdict = if r.problems.is_empty() { "ok" } else { "FAILED" };
+    let verdict = if r.problems.is_empty() {
+        "ok"
+    } else {
+        "FAILED"
+    };
     out.push_str(&format!(
         "{verdict}: {} latest manifest {}, {} restore points, {} manifests and {} objects checked, {} problems\n",
         r.url,

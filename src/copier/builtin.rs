@@ -6,7 +6,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
 use tokio_util::sync::CancellationToken;
 
-use super::{CopyBatch, CopyError, CopyProgress, CopyReport, Copier, ObjectOutcome};
+use super::{Copier, CopyBatch, CopyError, CopyProgress, CopyReport, ObjectOutcome};
 use crate::store::StoreRoot;
 
 /// Objects at most this large are read whole and written with one PUT;
@@ -72,7 +72,13 @@ async fn copy_object(
     let result = if server_side {
         server_side_copy(source.store.as_ref(), &from, &to).await
     } else {
-        stream_copy(source.store.as_ref(), destination.store.as_ref(), &from, &to).await
+        stream_copy(
+            source.store.as_ref(),
+            destination.store.as_ref(),
+            &from,
+            &to,
+        )
+        .await
     };
     match result {
         Ok(bytes) => ObjectOutcome::Copied { bytes: Some(bytes) },

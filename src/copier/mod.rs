@@ -38,7 +38,9 @@ pub struct CopyBatch<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ObjectOutcome {
     /// Written at the destination; `bytes` when the copier knows.
-    Copied { bytes: Option<u64> },
+    Copied {
+        bytes: Option<u64>,
+    },
     /// The source no longer has it (deleted by GC mid-pass).
     Missing,
     Failed(String),

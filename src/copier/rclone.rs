@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use tokio::io::AsyncReadExt;
 use tokio_util::sync::CancellationToken;
 
-use super::{CopyBatch, CopyError, CopyProgress, CopyReport, Copier, ObjectOutcome};
+use super::{Copier, CopyBatch, CopyError, CopyProgress, CopyReport, ObjectOutcome};
 
 /// Lines of rclone's stderr quoted in an error.
 const STDERR_LINES: usize = 5;
@@ -74,6 +74,18 @@ fn s3_backend() -> String {
     backend
 }
 
+/// rclone's S3 backend cannot load `AWS_CA_BUNDLE` itself (its HTTP
+/// transport rejects the SDK's custom bundle), so hand the same bundle to
+/// rclone's own `--ca-cert` and keep the variable from the SDK.
+fn pass_ca_bundle(command: &mut tokio::process::Command) {
+    if let Some(bundle) = std::env::var_os("AWS_CA_BUNDLE").filter(|b| !b.is_empty()) {
+        command
+            .env_remove("AWS_CA_BUNDLE")
+            .arg("--ca-cert")
+            .arg(bundle);
+    }
+}
+
 #[async_trait]
 impl Copier for RcloneCopier {
     fn name(&self) -> String {
@@ -100,10 +112,10 @@ impl Copier for RcloneCopier {
         std::io::Write::write_all(&mut list, names.as_bytes())
             .map_err(|e| self.failed(format!("failed to write files-from list: {e}")))?;
 
-        let mut child = tokio::process::Command::new(&self.binary)
-            .arg("copy")
-            .arg("--files-from")
-            .arg(list.path())
+        let mut command = tokio::process::Command::new(&self.binary);
+        command.arg("copy").arg("--files-from").arg(list.path());
+        pass_ca_bundle(&mut command);
+        let mut child = command
             .arg(&source)
             .arg(&destination)
             .stdin(Stdio::null())
@@ -112,10 +124,7 @@ impl Copier for RcloneCopier {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| {
-                self.failed(format!(
-                    "failed to run \"{}\": {e}",
-                    self.binary.display()
-                ))
+                self.failed(format!("failed to run \"{}\": {e}", self.binary.display()))
             })?;
         let mut stderr = child.stderr.take().expect("piped stderr");
         let run = async {

@@ -121,10 +121,7 @@ mod tests {
 
     #[test]
     fn names_match_the_frozen_layout() {
-        assert_eq!(
-            manifest_name(42),
-            "manifest/00000000000000000042.manifest"
-        );
+        assert_eq!(manifest_name(42), "manifest/00000000000000000042.manifest");
         assert_eq!(
             manifest_name(u64::MAX),
             "manifest/18446744073709551615.manifest"
@@ -148,7 +145,10 @@ mod tests {
             Some(u64::MAX)
         );
         assert_eq!(parse_manifest_file("x.manifest"), None);
-        assert_eq!(parse_manifest_file("00000000000000000042.manifest.tmp"), None);
+        assert_eq!(
+            parse_manifest_file("00000000000000000042.manifest.tmp"),
+            None
+        );
         assert_eq!(parse_wal_file("00000000000000000007.sst"), Some(7));
         assert_eq!(parse_wal_file("+7.sst"), None);
         assert!(is_compacted_file("01J79C21YKR31J2BS1EFXJZ7MR.sst"));

@@ -27,7 +27,7 @@ use super::layout::{
     COMPACTED_DIR, ObjectFloor, live_pins, manifest_name, manifest_objects, pin_name,
     unsupported_source,
 };
-use crate::copier::{CopyBatch, CopyError, CopyProgress, Copier, ObjectOutcome};
+use crate::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
 use crate::services::DatabaseHandle;
 use crate::store::StoreRoot;
 
@@ -99,9 +99,11 @@ impl MirrorPair {
 
     async fn attempt(&self, cancel: &CancellationToken) -> Result<Attempt, MirrorError> {
         let watermark = read_latest(&self.destination).await?;
-        let latest = read_latest(&self.source).await?.ok_or_else(|| MirrorError::NotADatabase {
-            url: self.source.url().to_string(),
-        })?;
+        let latest = read_latest(&self.source)
+            .await?
+            .ok_or_else(|| MirrorError::NotADatabase {
+                url: self.source.url().to_string(),
+            })?;
         check_source(self.source.url(), &latest)?;
         if let Some(w) = &watermark {
             if w.id() > latest.id() {
@@ -124,7 +126,9 @@ impl MirrorPair {
             return self.commit(&closure, watermark.as_ref(), 0, 0).await;
         }
         let pin = self.pin().await?;
-        let result = self.pinned_copy_and_commit(&pin, watermark.as_ref(), cancel).await;
+        let result = self
+            .pinned_copy_and_commit(&pin, watermark.as_ref(), cancel)
+            .await;
         self.unpin(pin.id).await;
         result
     }
@@ -138,7 +142,9 @@ impl MirrorPair {
         cancel: &CancellationToken,
     ) -> Result<Attempt, MirrorError> {
         let Some(head) = read_manifest(&self.source, pin.manifest_id).await? else {
-            return Ok(Attempt::Restart("the pin's own manifest already vanished".into()));
+            return Ok(Attempt::Restart(
+                "the pin's own manifest already vanished".into(),
+            ));
         };
         let closure = match self.closure(head).await? {
             Ok(closure) => closure,
@@ -157,12 +163,17 @@ impl MirrorPair {
 
     /// The closure of `head`, or a restart reason when a pinned manifest
     /// vanished while reading it.
-    async fn closure(&self, head: VersionedManifest) -> Result<Result<Closure, String>, MirrorError> {
+    async fn closure(
+        &self,
+        head: VersionedManifest,
+    ) -> Result<Result<Closure, String>, MirrorError> {
         let mut manifests = BTreeMap::new();
         let mut objects = manifest_objects(&head);
         for id in live_pins(&head, Utc::now()) {
             let Some(pinned) = read_manifest(&self.source, id).await? else {
-                return Ok(Err("a live checkpoint's pinned manifest vanished mid-diff".into()));
+                return Ok(Err(
+                    "a live checkpoint's pinned manifest vanished mid-diff".into()
+                ));
             };
             objects.extend(manifest_objects(&pinned));
             manifests.insert(id, pinned);
@@ -421,7 +432,10 @@ pub(crate) async fn read_latest(
     db: &DatabaseHandle,
 ) -> Result<Option<VersionedManifest>, MirrorError> {
     Ok(db
-        .bounded("reading the latest manifest", db.admin().read_manifest(None))
+        .bounded(
+            "reading the latest manifest",
+            db.admin().read_manifest(None),
+        )
         .await?)
 }
 
@@ -521,15 +535,15 @@ pub(crate) async fn missing_at(
         .buffered(HEAD_PARALLELISM)
         .collect::<Vec<_>>()
         .await;
-    probes
-        .into_iter()
-        .filter_map(Result::transpose)
-        .collect()
+    probes.into_iter().filter_map(Result::transpose).collect()
 }
 
 /// The first of `names` the source no longer has, after a copier failed
 /// as a whole (it cannot say which object was missing).
-async fn first_missing(source: &StoreRoot, names: &[String]) -> Result<Option<String>, MirrorError> {
+async fn first_missing(
+    source: &StoreRoot,
+    names: &[String],
+) -> Result<Option<String>, MirrorError> {
     Ok(missing_at(source, names.iter().collect())
         .await?
         .into_iter()

@@ -70,7 +70,8 @@ impl MirrorPair {
             .filter(|(id, at)| **id == latest || now - **at < keep_window)
             .map(|(id, _)| *id)
             .collect();
-        let (kept, kept_objects, tail_floor) = self.kept(&restore_points, &manifests, latest, now).await?;
+        let (kept, kept_objects, tail_floor) =
+            self.kept(&restore_points, &manifests, latest, now).await?;
 
         let doomed: Vec<String> = manifests
             .keys()
@@ -153,9 +154,12 @@ impl MirrorPair {
     /// there pins (expired ones included), still references.
     async fn spared_by_source(&self) -> Result<BTreeSet<String>, MirrorError> {
         let result = async {
-            let latest = read_latest(&self.source).await?.ok_or_else(|| MirrorError::NotADatabase {
-                url: self.source.url().to_string(),
-            })?;
+            let latest =
+                read_latest(&self.source)
+                    .await?
+                    .ok_or_else(|| MirrorError::NotADatabase {
+                        url: self.source.url().to_string(),
+                    })?;
             let mut spared: BTreeSet<String> = manifest_objects(&latest).into_keys().collect();
             let pinned: BTreeSet<u64> = latest
                 .checkpoints()

@@ -10,10 +10,12 @@ use slatedb::seq_tracker::FindOption;
 use tokio_util::sync::CancellationToken;
 
 use super::MirrorError;
-use super::layout::{MANIFEST_DIR, live_pins, manifest_name, manifest_objects, parse_manifest_file};
+use super::layout::{
+    MANIFEST_DIR, live_pins, manifest_name, manifest_objects, parse_manifest_file,
+};
 use super::pass::{get_bytes, list_dir, read_manifest};
 use crate::copier::builtin::BuiltinCopier;
-use crate::copier::{CopyBatch, CopyError, CopyProgress, Copier, ObjectOutcome};
+use crate::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
 use crate::services::DatabaseHandle;
 use crate::store::StoreRoot;
 
@@ -39,7 +41,9 @@ impl std::str::FromStr for RestorePoint {
         }
         DateTime::parse_from_rfc3339(value)
             .map(|t| RestorePoint::Time(t.with_timezone(&Utc)))
-            .map_err(|_| format!("--at \"{value}\" is neither a manifest id nor an RFC 3339 timestamp"))
+            .map_err(|_| {
+                format!("--at \"{value}\" is neither a manifest id nor an RFC 3339 timestamp")
+            })
     }
 }
 
@@ -166,14 +170,12 @@ async fn resolve(
         RestorePoint::Manifest(id) => {
             return Err(no_point(at, format!("the backup has no manifest {id}")));
         }
-        RestorePoint::Time(ts) => by_time(backup, listed, latest, ts)
-            .await?
-            .ok_or_else(|| {
-                no_point(
-                    at,
-                    "the timestamp predates the backup's tracked history".into(),
-                )
-            })?,
+        RestorePoint::Time(ts) => by_time(backup, listed, latest, ts).await?.ok_or_else(|| {
+            no_point(
+                at,
+                "the timestamp predates the backup's tracked history".into(),
+            )
+        })?,
     };
     read_manifest(backup, id)
         .await?
@@ -234,13 +236,19 @@ async fn members(
 
 /// Copies manifest `id` create-only: a restore writes into a fresh root,
 /// so anything already there is an error.
-async fn commit_new(backup: &StoreRoot, destination: &StoreRoot, id: u64) -> Result<(), MirrorError> {
+async fn commit_new(
+    backup: &StoreRoot,
+    destination: &StoreRoot,
+    id: u64,
+) -> Result<(), MirrorError> {
     let name = manifest_name(id);
-    let body = get_bytes(backup, &name).await?.ok_or_else(|| MirrorError::Store {
-        action: "read".into(),
-        location: format!("{}/{name}", backup.url),
-        message: "vanished during the restore".into(),
-    })?;
+    let body = get_bytes(backup, &name)
+        .await?
+        .ok_or_else(|| MirrorError::Store {
+            action: "read".into(),
+            location: format!("{}/{name}", backup.url),
+            message: "vanished during the restore".into(),
+        })?;
     if !super::pass::put_create_new(destination, &name, body).await? {
         return Err(MirrorError::Store {
             action: "write".into(),

@@ -45,7 +45,9 @@ pub async fn verify(target: &DatabaseHandle) -> Result<VerifyReport, MirrorError
         .filter_map(|name| parse_manifest_file(name.rsplit('/').next()?))
         .collect();
     let Some(&latest) = ids.last() else {
-        report.problems.push("no manifest: not a mirror of a SlateDB database".into());
+        report
+            .problems
+            .push("no manifest: not a mirror of a SlateDB database".into());
         return Ok(report);
     };
     report.latest_manifest = Some(latest);
@@ -55,7 +57,9 @@ pub async fn verify(target: &DatabaseHandle) -> Result<VerifyReport, MirrorError
             Some(m) => {
                 manifests.insert(id, m);
             }
-            None => report.problems.push(format!("manifest {id} vanished while verifying")),
+            None => report
+                .problems
+                .push(format!("manifest {id} vanished while verifying")),
         }
     }
     let mut sizes = list_sizes(&root, COMPACTED_DIR).await?;
@@ -70,7 +74,11 @@ pub async fn verify(target: &DatabaseHandle) -> Result<VerifyReport, MirrorError
     let mut needed: BTreeMap<String, (ObjectFloor, BTreeSet<u64>)> = BTreeMap::new();
     let mut need = |manifest: &VersionedManifest, by: u64| {
         for (name, floor) in manifest_objects(manifest) {
-            needed.entry(name).or_insert((floor, BTreeSet::new())).1.insert(by);
+            needed
+                .entry(name)
+                .or_insert((floor, BTreeSet::new()))
+                .1
+                .insert(by);
         }
     };
     for (&id, manifest) in &manifests {

@@ -135,10 +135,16 @@ pub fn s3_env(endpoint: &str) -> Vec<(&'static str, String)> {
 }
 
 pub fn s3_store(endpoint: &str) -> Arc<dyn ObjectStore> {
+    s3_bucket_store(endpoint, BUCKET)
+}
+
+/// A client for any bucket of the test server (`scripts/test` creates
+/// `sleet` and `sleet-mirror`).
+pub fn s3_bucket_store(endpoint: &str, bucket: &str) -> Arc<dyn ObjectStore> {
     Arc::new(
         AmazonS3Builder::new()
             .with_endpoint(endpoint)
-            .with_bucket_name(BUCKET)
+            .with_bucket_name(bucket)
             .with_region("us-east-1")
             .with_access_key_id("test")
             .with_secret_access_key("test")
@@ -161,10 +167,16 @@ pub fn unique_prefix(label: &str) -> String {
 /// server with explicit credentials (no process environment), anything
 /// else opens as sleet would.
 pub fn test_store(url: &str) -> (Arc<dyn ObjectStore>, object_store::path::Path) {
-    match url.strip_prefix(&format!("s3://{BUCKET}/")) {
-        Some(prefix) => {
+    match url
+        .strip_prefix("s3://")
+        .and_then(|rest| rest.split_once('/'))
+    {
+        Some((bucket, prefix)) => {
             let endpoint = endpoint().expect("an S3 server for an s3:// URL");
-            (s3_store(&endpoint), object_store::path::Path::from(prefix))
+            (
+                s3_bucket_store(&endpoint, bucket),
+                object_store::path::Path::from(prefix),
+            )
         }
         None => sleet::store::open_url(url).expect("a store for the URL"),
     }

@@ -1,7 +1,6 @@
 //! A fleet root with one source database, a node running its SlateDB
 //! services, and mirror targets in `sleet.toml`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use slatedb::Db;
@@ -108,7 +107,8 @@ impl Source {
     }
 
     pub async fn sync(&self, target: &str) -> Result<MirrorSyncResponse, sleet::Error> {
-        self.sync_cancellable(target, &CancellationToken::new()).await
+        self.sync_cancellable(target, &CancellationToken::new())
+            .await
     }
 
     pub async fn sync_cancellable(
@@ -127,11 +127,16 @@ impl Source {
         .await
     }
 
-    pub async fn stop(mut self) {
+    /// Stops the services node, leaving the writer open.
+    pub async fn stop_services(&mut self) {
         if let Some((token, handle)) = self.node.take() {
             token.cancel();
             handle.await.unwrap().unwrap();
         }
+    }
+
+    pub async fn stop(mut self) {
+        self.stop_services().await;
         self.writer.close().await.unwrap();
     }
 }
@@ -147,4 +152,30 @@ pub fn pause(ms: u64) -> tokio::time::Sleep {
     tokio::time::sleep(Duration::from_millis(ms))
 }
 
-pub fn _keep(_: Arc<()>) {}
+/// `[database.mirror.targets.<name>]` with `url` and extra lines.
+pub fn target_toml(name: &str, url: &str) -> String {
+    format!("[database.mirror.targets.{name}]\nurl = \"{url}\"\n")
+}
+
+/// A seeded SplitMix64 draw; the seed is printed and
+/// `SLEET_CHAOS_SEED=<n>` replays it.
+pub fn chaos_seed() -> impl FnMut() -> u64 {
+    let seed = std::env::var("SLEET_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("chaos seed {seed} (SLEET_CHAOS_SEED={seed} replays it)");
+    let mut state = seed;
+    move || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}

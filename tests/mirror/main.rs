@@ -5,7 +5,9 @@
 
 #[path = "../core/common.rs"]
 mod common;
+mod copiers;
 #[path = "../node/db.rs"]
 mod db;
 mod harness;
 mod pass;
+mod restore;

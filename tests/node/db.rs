@@ -104,6 +104,22 @@ pub async fn assert_reader_sees(url: &str, rounds: std::ops::Range<usize>) {
     reader.close().await.expect("reader close");
 }
 
+/// A fresh read-only view does not see round `round` yet.
+pub async fn assert_reader_lacks(url: &str, round: usize) {
+    let (store, path) = open_store(url);
+    let reader = DbReader::open(
+        path,
+        store,
+        DbReaderMode::FollowLatest,
+        DbReaderOptions::default(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{url} opens read-only: {e}"));
+    let got = reader.get(key(round, 0)).await.expect("reader get");
+    assert!(got.is_none(), "{url} already has round {round}");
+    reader.close().await.expect("reader close");
+}
+
 /// Every key written in `rounds` reads back with its value.
 pub async fn assert_all_keys(db: &Db, rounds: std::ops::Range<usize>) {
     assert_keys(rounds, |k| async move {
