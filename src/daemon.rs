@@ -20,9 +20,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::config::{DatabaseSettings, NodeSettings};
+use crate::copier::CopierOptions;
 use crate::error::Error;
 use crate::heartbeat::{self, HeartbeatBody, ServiceTasks, TaskFailure, validate_node_id};
-use crate::ownership::{LiveNode, database_assignments};
+use crate::mirror::run::{MirrorRuntime, MirrorSpec, run_mirror_task};
+use crate::mirror::target::applied_targets;
+use crate::ownership::{Assignment, LiveNode, database_assignments};
 use crate::root::{
     ConfigPoller, FleetRoot, FleetView, HeartbeatObject, NODES_DIR, NodeSighting, node_view,
 };
@@ -46,12 +49,13 @@ const MAX_REPORTED_FAILURES: usize = 16;
 /// count requests or inject faults.
 pub type DatabaseOpener = Arc<dyn Fn(&str) -> Result<DatabaseHandle, ServiceError> + Send + Sync>;
 
-/// The services a node runs today. Mirroring is not offered by this build:
-/// a node must never advertise work it would not do.
-pub const RUNNABLE_SERVICES: [Service; 3] = [
+/// The services a node runs; a node must never advertise work it would
+/// not do.
+pub const RUNNABLE_SERVICES: [Service; 4] = [
     Service::Gc,
     Service::CompactorCoordinator,
     Service::CompactionWorkers,
+    Service::Mirror,
 ];
 
 /// How to run a node.
@@ -61,6 +65,10 @@ pub struct NodeOptions {
     pub node_id: String,
     /// The services this node offers (and so may be assigned).
     pub services: Vec<Service>,
+    /// `--rclone`, for targets with `copier = "rclone"`.
+    pub copiers: CopierOptions,
+    /// `--max-mirror-jobs`: mirror passes and prunes at once (at least 1).
+    pub max_mirror_jobs: usize,
     opener: DatabaseOpener,
 }
 
@@ -79,8 +87,22 @@ impl NodeOptions {
         NodeOptions {
             node_id: node_id.into(),
             services: RUNNABLE_SERVICES.to_vec(),
+            copiers: CopierOptions::default(),
+            max_mirror_jobs: std::thread::available_parallelism().map_or(4, |n| n.get()),
             opener: Arc::new(|url: &str| DatabaseHandle::open(url)),
         }
+    }
+
+    /// The rclone binary for `copier = "rclone"` targets (default: PATH).
+    pub fn with_rclone(mut self, binary: impl Into<std::path::PathBuf>) -> Self {
+        self.copiers.rclone = Some(binary.into());
+        self
+    }
+
+    /// At most `jobs` mirror passes or prunes at once (0 counts as 1).
+    pub fn with_max_mirror_jobs(mut self, jobs: usize) -> Self {
+        self.max_mirror_jobs = jobs.max(1);
+        self
     }
 
     /// Offer exactly these services (an empty list offers none).
@@ -99,13 +121,6 @@ impl NodeOptions {
         validate_node_id(&self.node_id).map_err(Error::InvalidNodeId)?;
         if let Some(dup) = first_duplicate(&self.services) {
             return Err(Error::DuplicateService(dup));
-        }
-        if let Some(s) = self
-            .services
-            .iter()
-            .find(|s| !RUNNABLE_SERVICES.contains(s))
-        {
-            return Err(Error::ServiceUnavailable(*s));
         }
         Ok(())
     }
@@ -149,7 +164,7 @@ pub fn owned_tasks(
             if !assignment.owners.iter().any(|o| o == node_id) {
                 continue;
             }
-            if let Some(spec) = task_spec(assignment.service, &settings) {
+            if let Some(spec) = task_spec(&assignment, url, &settings, view) {
                 let key = TaskKey {
                     database: url.clone(),
                     service: assignment.service,
@@ -162,14 +177,30 @@ pub fn owned_tasks(
     owned
 }
 
-fn task_spec(service: Service, settings: &DatabaseSettings) -> Option<ServiceSpec> {
-    match service {
+fn task_spec(
+    assignment: &Assignment,
+    database: &str,
+    settings: &DatabaseSettings,
+    view: &FleetView,
+) -> Option<ServiceSpec> {
+    match assignment.service {
         Service::Gc => Some(ServiceSpec::Gc(settings.gc.clone())),
         Service::CompactorCoordinator => {
             Some(ServiceSpec::Coordinator(settings.coordinator.clone()))
         }
         Service::CompactionWorkers => Some(ServiceSpec::Workers(settings.workers.clone())),
-        Service::Mirror => None,
+        Service::Mirror => {
+            let name = assignment.target.as_deref()?;
+            let target = applied_targets(database, settings)
+                .into_iter()
+                .find(|t| t.name == name)?;
+            Some(ServiceSpec::Mirror(MirrorSpec {
+                target: name.to_string(),
+                destination_registered: view.databases.contains_key(&target.destination),
+                destination: target.destination,
+                settings: target.settings.clone(),
+            }))
+        }
     }
 }
 
@@ -268,6 +299,7 @@ struct Node {
     offered: Vec<Service>,
     heartbeat_path: Path,
     opener: DatabaseOpener,
+    mirror: MirrorRuntime,
     poller: ConfigPoller,
     view: FleetView,
     last_poll: Instant,
@@ -314,6 +346,7 @@ impl Node {
             offered: options.services,
             heartbeat_path,
             opener: options.opener,
+            mirror: MirrorRuntime::new(options.copiers, options.max_mirror_jobs),
             poller,
             view,
             last_poll: Instant::now(),
@@ -435,6 +468,7 @@ impl Node {
             instance: self.next_instance,
             board: self.board.clone(),
             opener: self.opener.clone(),
+            mirror: self.mirror.clone(),
             fenced_wait: self.settings().heartbeat_interval,
         };
         let handle = self.tasks.spawn(supervisor.run(token.clone()));
@@ -484,6 +518,7 @@ struct Supervisor {
     instance: u64,
     board: TaskBoard,
     opener: DatabaseOpener,
+    mirror: MirrorRuntime,
     /// A fenced coordinator waits one heartbeat interval, then reruns if
     /// this node still owns it (the views that disagreed have converged).
     fenced_wait: Duration,
@@ -535,8 +570,7 @@ impl Supervisor {
     /// stops cleanly; a run that does not stop within the grace period
     /// (a store that hangs during startup) is abandoned.
     async fn run_once(&self, token: &CancellationToken) -> Result<(), ServiceError> {
-        let db = (self.opener)(&self.key.database)?;
-        let run = run_service(&db, &self.spec, token.clone());
+        let run = self.run_task(token.clone());
         tokio::pin!(run);
         tokio::select! {
             result = &mut run => result,
@@ -548,6 +582,19 @@ impl Supervisor {
                     Ok(())
                 }
             },
+        }
+    }
+}
+
+impl Supervisor {
+    async fn run_task(&self, token: CancellationToken) -> Result<(), ServiceError> {
+        let source = (self.opener)(&self.key.database)?;
+        match &self.spec {
+            ServiceSpec::Mirror(spec) => {
+                let destination = (self.opener)(&spec.destination)?;
+                Ok(run_mirror_task(source, destination, spec, &self.mirror, &token).await?)
+            }
+            spec => run_service(&source, spec, token).await,
         }
     }
 }
@@ -645,12 +692,40 @@ mod tests {
         let b = fleet.resolve_database(
             &parse_database_config(&fleet, "[gc.manifest]\nmin_age = \"1m\"").unwrap(),
         );
-        assert_ne!(task_spec(Service::Gc, &a), task_spec(Service::Gc, &b));
+        assert_ne!(spec(Service::Gc, None, &a), spec(Service::Gc, None, &b));
         assert_eq!(
-            task_spec(Service::CompactorCoordinator, &a),
-            task_spec(Service::CompactorCoordinator, &b),
+            spec(Service::CompactorCoordinator, None, &a),
+            spec(Service::CompactorCoordinator, None, &b),
             "a GC edit does not restart the coordinator"
         );
+        let target = |poll: &str| {
+            let toml = format!("[mirror.targets.dr]\nurl = \"s3://dr/db\"\npoll = \"{poll}\"");
+            fleet.resolve_database(&parse_database_config(&fleet, &toml).unwrap())
+        };
+        let (fast, slow) = (target("1s"), target("9s"));
+        assert_ne!(
+            spec(Service::Mirror, Some("dr"), &fast),
+            spec(Service::Mirror, Some("dr"), &slow)
+        );
+        assert_eq!(
+            spec(Service::Gc, None, &fast),
+            spec(Service::Gc, None, &slow),
+            "a mirror target edit restarts only that target's task"
+        );
+        assert_eq!(spec(Service::Mirror, Some("gone"), &fast), None);
+    }
+
+    fn spec(
+        service: Service,
+        target: Option<&str>,
+        settings: &DatabaseSettings,
+    ) -> Option<ServiceSpec> {
+        let assignment = Assignment {
+            service,
+            target: target.map(str::to_string),
+            owners: vec![],
+        };
+        task_spec(&assignment, "s3://b/db", settings, &FleetView::default())
     }
 
     #[test]
@@ -663,11 +738,6 @@ mod tests {
         assert!(matches!(
             dup.validate(),
             Err(Error::DuplicateService(Service::Gc))
-        ));
-        let mirror = NodeOptions::new("n").with_services([Service::Mirror]);
-        assert!(matches!(
-            mirror.validate(),
-            Err(Error::ServiceUnavailable(Service::Mirror))
         ));
         assert!(NodeOptions::new("n").with_services([]).validate().is_ok());
     }
@@ -684,8 +754,9 @@ mod tests {
         let counter = opened.clone();
         let supervisor = Supervisor {
             key: key.clone(),
-            spec: task_spec(
+            spec: spec(
                 Service::Gc,
+                None,
                 &FleetConfig::default().resolve_database(&DatabaseConfig::default()),
             )
             .unwrap(),
@@ -697,6 +768,7 @@ mod tests {
                     url: "s3://b/db".into(),
                 })
             }),
+            mirror: MirrorRuntime::default(),
             fenced_wait: Duration::from_secs(7),
         };
         let token = CancellationToken::new();

@@ -26,8 +26,6 @@ pub enum Error {
     InvalidNodeId(String),
     #[error("services lists \"{0}\" more than once")]
     DuplicateService(Service),
-    #[error("this build of sleet cannot run the {0} service yet")]
-    ServiceUnavailable(Service),
     #[error("{0}")]
     CliUsage(String),
     #[error("{0}")]

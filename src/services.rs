@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{
     CompressionCodec, CoordinatorSettings, GcDirectory, GcSettings, WorkerSettings,
 };
+use crate::mirror::run::MirrorSpec;
 use crate::registry::{UrlError, canonicalize_database_url};
 use crate::response::QueueStatus;
 use crate::service::Service;
@@ -61,6 +62,14 @@ pub enum ServiceError {
     },
     #[error("{url}: {source}")]
     SlateDb { url: String, source: slatedb::Error },
+    #[error(transparent)]
+    Mirror(Box<crate::mirror::MirrorError>),
+}
+
+impl From<crate::mirror::MirrorError> for ServiceError {
+    fn from(e: crate::mirror::MirrorError) -> Self {
+        ServiceError::Mirror(Box::new(e))
+    }
 }
 
 impl ServiceError {
@@ -223,6 +232,7 @@ pub enum ServiceSpec {
     Gc(GcSettings),
     Coordinator(CoordinatorSettings),
     Workers(WorkerSettings),
+    Mirror(MirrorSpec),
 }
 
 impl ServiceSpec {
@@ -231,6 +241,7 @@ impl ServiceSpec {
             ServiceSpec::Gc(_) => Service::Gc,
             ServiceSpec::Coordinator(_) => Service::CompactorCoordinator,
             ServiceSpec::Workers(_) => Service::CompactionWorkers,
+            ServiceSpec::Mirror(_) => Service::Mirror,
         }
     }
 }
@@ -257,6 +268,13 @@ pub async fn run_service(
             db.admin
                 .run_compaction_worker_with_options(token, worker_options(w))
                 .await
+        }
+        // A mirror task needs its destination too: `mirror::run` runs it.
+        ServiceSpec::Mirror(_) => {
+            return Err(ServiceError::Unsupported {
+                url: db.url.clone(),
+                reason: "mirror tasks run through mirror::run::run_mirror_task",
+            });
         }
     };
     result.map_err(|e| db.slatedb_error(e))

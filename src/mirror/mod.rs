@@ -6,6 +6,7 @@ pub mod ops;
 pub mod pass;
 pub mod prune;
 pub mod restore;
+pub mod run;
 pub mod tail;
 pub mod target;
 pub mod verify;
@@ -21,12 +22,14 @@ pub enum MirrorError {
     #[error("{url} cannot be mirrored: {reason}")]
     Unsupported { url: String, reason: &'static str },
     #[error(
-        "destination {destination} has diverged from its source: it holds manifest \
-         {destination_id} that the source's manifest {source_id} does not continue; \
-         something other than this mirror wrote it"
+        "destination {destination} has diverged from source {source_url}: its manifest \
+         {destination_id} is not the source's (the source is at manifest {source_id}); \
+         something else wrote it, such as a writer or another database mirrored to the \
+         same destination"
     )]
     Diverged {
         destination: String,
+        source_url: String,
         destination_id: u64,
         source_id: u64,
     },

@@ -240,18 +240,18 @@ impl MirrorPair {
             .keys()
             .filter(|name| !proven.contains(*name))
             .collect();
-        let (compacted, wal): (Vec<&String>, Vec<&String>) = candidates
+        let (compacted, wal): (Vec<String>, Vec<String>) = candidates
             .into_iter()
+            .cloned()
             .partition(|name| name.starts_with(COMPACTED_DIR));
         let destination = self.destination.root();
         let mut work: Vec<String> = if !self.copier.replicated_elsewhere() {
-            compacted.into_iter().cloned().collect()
+            compacted
         } else if watermark.is_none() {
             let listed = list_dir(&destination, COMPACTED_DIR).await?;
             compacted
                 .into_iter()
-                .filter(|n| !listed.contains_key(*n))
-                .cloned()
+                .filter(|n| !listed.contains_key(n))
                 .collect()
         } else {
             missing_at(&destination, compacted).await?
@@ -403,6 +403,7 @@ impl MirrorPair {
     fn diverged(&self, destination_id: u64, source_id: u64) -> MirrorError {
         MirrorError::Diverged {
             destination: self.destination.url().to_string(),
+            source_url: self.source.url().to_string(),
             destination_id,
             source_id,
         }
@@ -522,14 +523,14 @@ pub(crate) async fn list_dir(
 /// Which of `names` the root lacks, by concurrent HEADs, in input order.
 pub(crate) async fn missing_at(
     root: &StoreRoot,
-    names: Vec<&String>,
+    names: Vec<String>,
 ) -> Result<Vec<String>, MirrorError> {
     let probes = futures::stream::iter(names)
-        .map(|name| async move {
-            match root.store.head(&root.path(name)).await {
+        .map(|name: String| async move {
+            match root.store.head(&root.path(&name)).await {
                 Ok(_) => Ok(None),
-                Err(object_store::Error::NotFound { .. }) => Ok(Some(name.clone())),
-                Err(e) => Err(store_error("probe", root, name, e)),
+                Err(object_store::Error::NotFound { .. }) => Ok(Some(name)),
+                Err(e) => Err(store_error("probe", root, &name, e)),
             }
         })
         .buffered(HEAD_PARALLELISM)
@@ -544,8 +545,5 @@ async fn first_missing(
     source: &StoreRoot,
     names: &[String],
 ) -> Result<Option<String>, MirrorError> {
-    Ok(missing_at(source, names.iter().collect())
-        .await?
-        .into_iter()
-        .next())
+    Ok(missing_at(source, names.to_vec()).await?.into_iter().next())
 }

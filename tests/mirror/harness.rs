@@ -89,13 +89,17 @@ impl Source {
 
     /// Starts a node running GC, the coordinator and workers (not mirror).
     pub fn start_services(&mut self) {
-        let token = CancellationToken::new();
-        let fleet = self.fleet.clone();
-        let options = NodeOptions::new("services").with_services([
+        self.start_node(NodeOptions::new("services").with_services([
             Service::Gc,
             Service::CompactorCoordinator,
             Service::CompactionWorkers,
-        ]);
+        ]));
+    }
+
+    /// Starts a node with these options (one per source).
+    pub fn start_node(&mut self, options: NodeOptions) {
+        let token = CancellationToken::new();
+        let fleet = self.fleet.clone();
         let child = token.clone();
         let handle = tokio::spawn(async move { fleet.run_node(options, child).await });
         self.node = Some((token, handle));

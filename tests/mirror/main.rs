@@ -9,5 +9,6 @@ mod copiers;
 #[path = "../node/db.rs"]
 mod db;
 mod harness;
+mod node;
 mod pass;
 mod restore;

@@ -1,3 +1,5 @@
+//! Each test binary uses part of these helpers.
+#![allow(dead_code)]
 //! Real SlateDB databases for the node tests: writers, and manifest views.
 
 use std::collections::BTreeSet;

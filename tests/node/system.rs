@@ -39,7 +39,7 @@ fn sigint_and_sigterm_stop_cleanly_and_delete_the_heartbeat() {
     for sig in ["INT", "TERM"] {
         let root = FileRoot::new();
         let mut child = start_node(&root, "s1");
-        let heartbeat = root.path("nodes/s1.cgw.json");
+        let heartbeat = root.path("nodes/s1.cgmw.json");
         wait_for("the heartbeat", Duration::from_secs(20), || {
             heartbeat.exists()
         });
@@ -54,7 +54,7 @@ fn sigint_and_sigterm_stop_cleanly_and_delete_the_heartbeat() {
 fn sigkill_leaves_the_heartbeat_for_peers_to_time_out() {
     let root = FileRoot::new();
     let mut child = start_node(&root, "victim");
-    let heartbeat = root.path("nodes/victim.cgw.json");
+    let heartbeat = root.path("nodes/victim.cgmw.json");
     wait_for("the heartbeat", Duration::from_secs(20), || {
         heartbeat.exists()
     });
@@ -99,11 +99,6 @@ fn run_rejects_bad_arguments() {
         sleet(&["run", &url, "--node-id", "n1", "--services", "gcc"]),
         2,
         "unknown service \"gcc\"",
-    );
-    fails_with(
-        sleet(&["run", &url, "--node-id", "n1", "--services", "mirror"]),
-        2,
-        "this build of sleet cannot run the mirror service yet",
     );
     fails_with(
         sleet(&["run", "ftp://x/fleet", "--node-id", "n1"]),

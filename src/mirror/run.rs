@@ -1,0 +1,253 @@
+//! The node's mirror task for one (database, target): continuous or
+//! periodic passes, the WAL tail, and retention.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::MirrorError;
+use super::layout::{MANIFEST_DIR, parse_manifest_file};
+use super::pass::{MirrorPair, list_dir};
+use super::tail::Tail;
+use crate::config::{MirrorMode, MirrorTargetSettings};
+use crate::copier::CopierOptions;
+
+/// A continuous mirror that found nothing to do backs off to this (or to
+/// its `poll`, if longer) between wakes.
+const IDLE_POLL_MAX: Duration = Duration::from_secs(300);
+/// A continuous mirror with retention prunes at least this often.
+const IDLE_PRUNE_EVERY: Duration = Duration::from_secs(600);
+
+/// What every mirror task on a node shares.
+#[derive(Debug, Clone)]
+pub struct MirrorRuntime {
+    pub copiers: CopierOptions,
+    /// `--max-mirror-jobs`: passes and prunes running at once on the node.
+    pub jobs: Arc<Semaphore>,
+}
+
+impl MirrorRuntime {
+    pub fn new(copiers: CopierOptions, max_jobs: usize) -> Self {
+        MirrorRuntime {
+            copiers,
+            jobs: Arc::new(Semaphore::new(max_jobs.max(1))),
+        }
+    }
+}
+
+impl Default for MirrorRuntime {
+    fn default() -> Self {
+        let parallelism = std::thread::available_parallelism().map_or(4, |n| n.get());
+        MirrorRuntime::new(CopierOptions::default(), parallelism)
+    }
+}
+
+/// What a node's mirror task for one target runs with: its place in the
+/// config, compared on reconcile so only a changed target restarts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorSpec {
+    pub target: String,
+    /// The canonical destination root for this database.
+    pub destination: String,
+    pub settings: MirrorTargetSettings,
+    /// The destination is itself a registered database: refused, loudly.
+    pub destination_registered: bool,
+}
+
+/// Runs a node's mirror task: builds the pair from `spec`, then runs the
+/// target's mode until `cancel` fires.
+pub async fn run_mirror_task(
+    source: crate::services::DatabaseHandle,
+    destination: crate::services::DatabaseHandle,
+    spec: &MirrorSpec,
+    runtime: &MirrorRuntime,
+    cancel: &CancellationToken,
+) -> Result<(), MirrorError> {
+    if spec.destination_registered {
+        return Err(MirrorError::DestinationRegistered {
+            destination: spec.destination.clone(),
+        });
+    }
+    let settings = &spec.settings;
+    let pair = MirrorPair {
+        target: spec.target.clone(),
+        source,
+        destination,
+        copier: crate::copier::for_kind(
+            settings.copier,
+            settings.copy_parallelism,
+            &runtime.copiers,
+        ),
+        checkpoint_lifetime: settings.checkpoint_lifetime,
+        progress: crate::copier::CopyProgress::new(),
+    };
+    run_target(&pair, settings, runtime, cancel).await
+}
+
+/// Runs a target's mirror until `cancel` fires (`Ok`) or something fails.
+pub async fn run_target(
+    pair: &MirrorPair,
+    settings: &MirrorTargetSettings,
+    runtime: &MirrorRuntime,
+    cancel: &CancellationToken,
+) -> Result<(), MirrorError> {
+    match settings.mode {
+        MirrorMode::Continuous => run_continuous(pair, settings, runtime, cancel).await,
+        MirrorMode::Periodic => run_periodic(pair, settings, runtime, cancel).await,
+    }
+}
+
+/// Sleeps `wait`; false when cancelled first.
+async fn pause(wait: Duration, cancel: &CancellationToken) -> bool {
+    tokio::select! {
+        () = cancel.cancelled() => false,
+        () = tokio::time::sleep(wait) => true,
+    }
+}
+
+/// A mirror-job permit, or `None` when cancelled while waiting.
+async fn permit(
+    runtime: &MirrorRuntime,
+    cancel: &CancellationToken,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    tokio::select! {
+        () = cancel.cancelled() => None,
+        permit = runtime.jobs.clone().acquire_owned() => permit.ok(),
+    }
+}
+
+async fn prune_now(pair: &MirrorPair, settings: &MirrorTargetSettings) -> Result<(), MirrorError> {
+    if let Some(keep) = settings.retention_keep {
+        let report = pair
+            .prune(keep, settings.min_age, chrono::Utc::now())
+            .await?;
+        if report.deleted_manifests + report.deleted_objects > 0 {
+            tracing::info!(target = %pair.target, manifests = report.deleted_manifests,
+                objects = report.deleted_objects, "mirror pruned");
+        }
+    }
+    Ok(())
+}
+
+/// Follows the source: a pass whenever its latest manifest moves, the WAL
+/// tail in between. A caught-up wake costs one source LIST and one GET.
+async fn run_continuous(
+    pair: &MirrorPair,
+    settings: &MirrorTargetSettings,
+    runtime: &MirrorRuntime,
+    cancel: &CancellationToken,
+) -> Result<(), MirrorError> {
+    let source = pair.source.root();
+    let destination = pair.destination.root();
+    let max_idle = IDLE_POLL_MAX.max(settings.poll);
+    let mut idle = settings.poll;
+    let mut watermark = None;
+    let mut tail: Option<Tail> = None;
+    let mut last_prune = tokio::time::Instant::now();
+    loop {
+        let latest = latest_manifest_id(&source).await?;
+        let mut active = false;
+        let prune_due =
+            settings.retention_keep.is_some() && last_prune.elapsed() >= IDLE_PRUNE_EVERY;
+        if latest.is_some() && latest != watermark {
+            let Some(_permit) = permit(runtime, cancel).await else {
+                return Ok(());
+            };
+            let outcome = pair.sync_pass(cancel).await?;
+            watermark = Some(outcome.head);
+            match &mut tail {
+                Some(tail) => tail.advance_floor(outcome.next_wal_sst_id),
+                None => tail = Some(Tail::start(&destination, outcome.next_wal_sst_id).await?),
+            }
+            if outcome.committed || prune_due {
+                prune_now(pair, settings).await?;
+                last_prune = tokio::time::Instant::now();
+            }
+            active = outcome.committed;
+        } else if prune_due {
+            let Some(_permit) = permit(runtime, cancel).await else {
+                return Ok(());
+            };
+            prune_now(pair, settings).await?;
+            last_prune = tokio::time::Instant::now();
+        }
+        if let Some(tail) = &mut tail {
+            active |= tail.step(&source, &destination).await? > 0;
+        }
+        idle = if active {
+            settings.poll
+        } else {
+            (idle * 2).min(max_idle)
+        };
+        let wait = if active { settings.poll } else { idle };
+        if !pause(wait, cancel).await {
+            return Ok(());
+        }
+    }
+}
+
+/// Cuts a restore point every `interval`, judged by the age of the
+/// destination's latest manifest, so a restarted task keeps the cadence.
+async fn run_periodic(
+    pair: &MirrorPair,
+    settings: &MirrorTargetSettings,
+    runtime: &MirrorRuntime,
+    cancel: &CancellationToken,
+) -> Result<(), MirrorError> {
+    let destination = pair.destination.root();
+    let check = (settings.interval / 20).clamp(Duration::from_secs(60), Duration::from_secs(3600));
+    loop {
+        let age = latest_manifest_age(&destination).await?;
+        let wait = match age {
+            Some(age) if age < settings.interval => {
+                (settings.interval - age).min(settings.interval)
+            }
+            _ => {
+                let Some(_permit) = permit(runtime, cancel).await else {
+                    return Ok(());
+                };
+                let outcome = pair.sync_pass(cancel).await?;
+                prune_now(pair, settings).await?;
+                if outcome.committed {
+                    settings.interval
+                } else {
+                    check.min(settings.interval)
+                }
+            }
+        };
+        if !pause(wait, cancel).await {
+            return Ok(());
+        }
+    }
+}
+
+async fn manifests(
+    root: &crate::store::StoreRoot,
+) -> Result<Vec<(u64, object_store::ObjectMeta)>, MirrorError> {
+    Ok(list_dir(root, MANIFEST_DIR)
+        .await?
+        .into_iter()
+        .filter_map(|(name, meta)| Some((parse_manifest_file(name.rsplit('/').next()?)?, meta)))
+        .collect())
+}
+
+/// The highest manifest id under a root, by one LIST.
+pub async fn latest_manifest_id(
+    root: &crate::store::StoreRoot,
+) -> Result<Option<u64>, MirrorError> {
+    Ok(manifests(root).await?.into_iter().map(|(id, _)| id).max())
+}
+
+/// How long ago the root's latest manifest was written.
+async fn latest_manifest_age(
+    root: &crate::store::StoreRoot,
+) -> Result<Option<Duration>, MirrorError> {
+    let latest = manifests(root).await?.into_iter().max_by_key(|(id, _)| *id);
+    Ok(latest.map(|(_, meta)| {
+        (chrono::Utc::now() - meta.last_modified)
+            .to_std()
+            .unwrap_or_default()
+    }))
+}
