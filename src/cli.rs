@@ -60,6 +60,10 @@ pub enum Command {
         /// Also read each database's compaction queue depth from .compactions (one read per database)
         #[arg(long)]
         compactions: bool,
+        /// Also read each mirror target's lag (manifests, WAL ids, seconds) and check destinations
+        /// for collisions
+        #[arg(long)]
+        mirrors: bool,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
@@ -181,9 +185,12 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         Command::Status {
             root,
             compactions,
+            mirrors,
             format,
         } => {
-            let options = StatusOptions::default().with_compactions(compactions);
+            let options = StatusOptions::default()
+                .with_compactions(compactions)
+                .with_mirrors(mirrors);
             let status = Fleet::open(&root)?.status(options).await?;
             emit(format, &status, render_status)
         }
@@ -342,8 +349,8 @@ fn render_restore(r: &MirrorRestoreResponse) -> String {
         r.manifest_id,
         r.destination,
         r.manifests_committed,
-        r.copied_objects,
-        r.copied_bytes
+        r.objects_copied,
+        r.bytes_copied
     )
 }
 

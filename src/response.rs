@@ -26,6 +26,9 @@ pub struct StatusResponse {
     pub nodes: Vec<NodeStatus>,
     /// Every registered database, sorted by canonical URL.
     pub databases: Vec<DatabaseStatus>,
+    /// Mirror lag per (database, target), with `--mirrors`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mirrors: Vec<MirrorStatus>,
     /// Anything skipped or suspicious, sorted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
@@ -111,6 +114,31 @@ pub struct MirrorRestoreResponse {
     /// The restored manifest: the destination's latest.
     pub manifest_id: u64,
     pub manifests_committed: u64,
-    pub copied_objects: u64,
-    pub copied_bytes: u64,
+    pub objects_copied: u64,
+    pub bytes_copied: u64,
+}
+
+/// How far one mirror target trails its source (`status --mirrors`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MirrorStatus {
+    pub database: String,
+    pub target: String,
+    pub destination: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_manifest_id: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dest_manifest_id: Option<u64>,
+    /// The difference of manifest ids (ids have gaps), not a count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifests_behind: Option<u64>,
+    /// Source WAL objects the destination has not got yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wal_behind: Option<u64>,
+    /// Age of the destination's data against the source's, by the source's
+    /// sequence tracker (about one-minute resolution).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds_behind: Option<u64>,
+    /// Why the lag could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }

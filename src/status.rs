@@ -13,8 +13,12 @@ use futures::StreamExt;
 use crate::duration::HumanDuration;
 use crate::error::Error;
 use crate::heartbeat::HeartbeatBody;
+use crate::mirror::lag;
+use crate::mirror::target::applied_targets;
 use crate::ownership::{LiveNode, database_assignments};
-use crate::response::{DatabaseStatus, NodeStatus, QueueStatus, ServicePlacement, StatusResponse};
+use crate::response::{
+    DatabaseStatus, MirrorStatus, NodeStatus, QueueStatus, ServicePlacement, StatusResponse,
+};
 use crate::root::{ConfigPoller, FleetRoot, FleetView, NodeSighting, node_view};
 use crate::service::Service;
 use crate::services::DatabaseHandle;
@@ -27,6 +31,8 @@ const READS_IN_FLIGHT: usize = 16;
 pub struct StatusOptions {
     /// Read each database's compaction queue depth (one read per database).
     pub compactions: bool,
+    /// Read each mirror target's lag, and check destinations for collisions.
+    pub mirrors: bool,
 }
 
 impl StatusOptions {
@@ -34,7 +40,15 @@ impl StatusOptions {
         self.compactions = compactions;
         self
     }
+
+    pub fn with_mirrors(mut self, mirrors: bool) -> Self {
+        self.mirrors = mirrors;
+        self
+    }
 }
+
+/// How long one mirror's lag probe may take.
+const LAG_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Reads the root and derives its status as of `now`. Only the `nodes/`
 /// LIST is fatal; every other read failure becomes a warning.
@@ -52,7 +66,88 @@ pub async fn fleet_status(
     if options.compactions {
         add_queues(&mut status).await;
     }
+    if options.mirrors {
+        add_mirrors(&mut status, &view).await;
+    }
     Ok(status)
+}
+
+/// Every applied target's lag, plus warnings for destinations that
+/// collide or are themselves registered, and databases no target covers.
+async fn add_mirrors(status: &mut StatusResponse, view: &FleetView) {
+    let mut mirrors = Vec::new();
+    for (url, file) in &view.databases {
+        let settings = view.fleet.resolve_database(file);
+        if !settings.services.contains(&Service::Mirror) {
+            continue;
+        }
+        let targets = applied_targets(url, &settings);
+        if targets.is_empty() {
+            status
+                .warnings
+                .push(format!("{url} has mirror enabled but no applicable target"));
+        }
+        mirrors.extend(targets.into_iter().map(|t| MirrorStatus {
+            database: url.clone(),
+            target: t.name.to_string(),
+            destination: t.destination,
+            ..MirrorStatus::default()
+        }));
+    }
+    status.warnings.extend(destination_warnings(&mirrors, view));
+    status.mirrors = futures::stream::iter(mirrors)
+        .map(|mut mirror| async move {
+            let probed = tokio::time::timeout(LAG_PROBE_TIMEOUT, probe_lag(&mut mirror)).await;
+            mirror.error = match probed {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e),
+                Err(_) => Some(format!(
+                    "lag read timed out after {}s",
+                    LAG_PROBE_TIMEOUT.as_secs()
+                )),
+            };
+            mirror
+        })
+        .buffered(READS_IN_FLIGHT)
+        .collect()
+        .await;
+    status.warnings.sort();
+}
+
+async fn probe_lag(mirror: &mut MirrorStatus) -> Result<(), String> {
+    let source = DatabaseHandle::open(&mirror.database).map_err(|e| e.to_string())?;
+    let destination = DatabaseHandle::open(&mirror.destination).map_err(|e| e.to_string())?;
+    lag::probe(&source, &destination, mirror)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Destinations shared by several (database, target) pairs, or equal to a
+/// registered database: either way their history would fork.
+fn destination_warnings(mirrors: &[MirrorStatus], view: &FleetView) -> Vec<String> {
+    let mut by_destination: BTreeMap<&str, Vec<&MirrorStatus>> = BTreeMap::new();
+    for m in mirrors {
+        by_destination.entry(&m.destination).or_default().push(m);
+    }
+    let mut warnings = Vec::new();
+    for (destination, users) in by_destination {
+        if users.len() > 1 {
+            let who: Vec<String> = users
+                .iter()
+                .map(|m| format!("{} target {}", m.database, m.target))
+                .collect();
+            warnings.push(format!(
+                "mirror destinations collide: {} all map to {destination}",
+                who.join(" and ")
+            ));
+        }
+        if view.databases.contains_key(destination) {
+            warnings.push(format!(
+                "mirror destination {destination} is itself a registered database; its services will fork the mirror's history"
+            ));
+        }
+    }
+    warnings
 }
 
 /// Reads each database's `.compactions` queue; failures become warnings.
@@ -170,8 +265,41 @@ pub fn derive_status(
     StatusResponse {
         nodes,
         databases,
+        mirrors: Vec::new(),
         warnings,
     }
+}
+
+/// The mirror lag table, then one `error:` line per unreadable mirror.
+fn render_mirrors(mirrors: &[MirrorStatus]) -> String {
+    let cell = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+    let rows = mirrors.iter().map(|m| {
+        vec![
+            m.database.clone(),
+            m.target.clone(),
+            m.destination.clone(),
+            cell(m.manifests_behind),
+            cell(m.wal_behind),
+            cell(m.seconds_behind),
+        ]
+    });
+    let mut out = table(
+        &[
+            "DATABASE",
+            "TARGET",
+            "DESTINATION",
+            "MANIFESTS",
+            "WAL",
+            "SECONDS",
+        ],
+        rows,
+    );
+    for m in mirrors {
+        if let Some(e) = &m.error {
+            let _ = writeln!(out, "error: {} target {}: {e}", m.database, m.target);
+        }
+    }
+    out
 }
 
 /// Renders status for people: borderless tables, one blank line between
@@ -219,6 +347,10 @@ pub fn render_text(status: &StatusResponse) -> String {
         &["DATABASE", "SERVICE", "NODES"]
     };
     out.push_str(&table(headers, placements));
+    if !status.mirrors.is_empty() {
+        out.push('\n');
+        out.push_str(&render_mirrors(&status.mirrors));
+    }
     if !status.warnings.is_empty() {
         out.push('\n');
         for warning in &status.warnings {
@@ -328,6 +460,67 @@ mod tests {
              s3://b/db  compactor-coordinator  -        3 waiting, 1 running\n\
              \n\
              warning: no live node offers compactor-coordinator\n"
+        );
+    }
+
+    #[test]
+    fn mirror_lag_renders_as_a_table_with_errors_after_it() {
+        let mut status = derive_status(&FleetView::default(), &BTreeMap::new(), &BTreeMap::new());
+        status.mirrors = vec![
+            MirrorStatus {
+                database: "s3://b/db".into(),
+                target: "dr".into(),
+                destination: "s3://dr/db".into(),
+                manifests_behind: Some(2),
+                wal_behind: Some(7),
+                seconds_behind: Some(31),
+                ..MirrorStatus::default()
+            },
+            MirrorStatus {
+                database: "s3://b/db".into(),
+                target: "backup".into(),
+                destination: "gs://backups/db".into(),
+                error: Some("bucket unreachable".into()),
+                ..MirrorStatus::default()
+            },
+        ];
+        assert_eq!(
+            render_text(&status),
+            "NODE  LIVE  HEARTBEAT  SERVICES  SLEET  SLATEDB\n\n\
+             DATABASE  SERVICE  NODES\n\n\
+             DATABASE   TARGET  DESTINATION      MANIFESTS  WAL  SECONDS\n\
+             s3://b/db  dr      s3://dr/db       2          7    31\n\
+             s3://b/db  backup  gs://backups/db  -          -    -\n\
+             error: s3://b/db target backup: bucket unreachable\n"
+        );
+    }
+
+    #[test]
+    fn colliding_and_registered_destinations_warn() {
+        let view = FleetView {
+            databases: [("s3://b/db2".to_string(), DatabaseConfig::default())].into(),
+            ..FleetView::default()
+        };
+        let mirror = |db: &str, target: &str, dest: &str| MirrorStatus {
+            database: db.into(),
+            target: target.into(),
+            destination: dest.into(),
+            ..MirrorStatus::default()
+        };
+        let warnings = destination_warnings(
+            &[
+                mirror("s3://b/db1", "dr", "s3://dr/x"),
+                mirror("s3://b/db3", "dr", "s3://dr/x"),
+                mirror("s3://b/db1", "loop", "s3://b/db2"),
+            ],
+            &view,
+        );
+        assert_eq!(
+            warnings,
+            [
+                "mirror destination s3://b/db2 is itself a registered database; its services will fork the mirror's history",
+                "mirror destinations collide: s3://b/db1 target dr and s3://b/db3 target dr all map to s3://dr/x",
+            ]
         );
     }
 }

@@ -109,8 +109,8 @@ pub async fn restore_urls(
         destination: destination.to_string(),
         manifest_id: outcome.manifest_id,
         manifests_committed: outcome.manifests_committed,
-        copied_objects: outcome.copied_objects,
-        copied_bytes: outcome.copied_bytes,
+        objects_copied: outcome.objects_copied,
+        bytes_copied: outcome.bytes_copied,
     })
 }
 

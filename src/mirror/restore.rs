@@ -62,8 +62,8 @@ impl std::fmt::Display for RestorePoint {
 pub struct RestoreOutcome {
     pub manifest_id: u64,
     pub manifests_committed: u64,
-    pub copied_objects: u64,
-    pub copied_bytes: u64,
+    pub objects_copied: u64,
+    pub bytes_copied: u64,
 }
 
 /// Restores `at` from `backup` into `destination`, which must be empty.
@@ -129,8 +129,8 @@ pub async fn restore(
     Ok(RestoreOutcome {
         manifest_id: chosen_id,
         manifests_committed: committed,
-        copied_objects: report.copied() as u64,
-        copied_bytes: report.bytes(),
+        objects_copied: report.copied() as u64,
+        bytes_copied: report.bytes(),
     })
 }
 

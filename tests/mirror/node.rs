@@ -129,6 +129,25 @@ async fn a_node_mirrors_continuously_and_periodically_beside_its_other_work() {
         "retention pruned old restore points: {points} left"
     );
 
+    // status --mirrors reads the lag of every applied target.
+    let lagging = source
+        .fleet
+        .status(StatusOptions::default().with_mirrors(true))
+        .await
+        .unwrap();
+    let live_lag = lagging
+        .mirrors
+        .iter()
+        .find(|m| m.database == source.url && m.target == "live")
+        .expect("the live target's lag");
+    assert!(live_lag.error.is_none(), "{live_lag:?}");
+    assert!(live_lag.dest_manifest_id.is_some() && live_lag.manifests_behind.is_some());
+    assert!(
+        lagging.warnings.iter().any(|w| w.contains("is itself a registered database")),
+        "{:?}",
+        lagging.warnings
+    );
+
     // The bad targets fail on their own, visibly, with clear messages.
     let status = source.fleet.status(StatusOptions::default()).await.unwrap();
     let warnings = status.warnings.join("\n");
