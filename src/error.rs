@@ -32,8 +32,13 @@ pub enum Error {
     Demo(String),
     #[error("{0} is not registered; `sleet register` it first")]
     NotRegistered(String),
-    #[error("no enabled mirror target \"{target}\" applies to {database}")]
-    NoSuchTarget { target: String, database: String },
+    #[error("no enabled mirror target \"{target}\" applies to {database}{hint}")]
+    NoSuchTarget {
+        target: String,
+        database: String,
+        /// The config warnings that may explain why, if any.
+        hint: String,
+    },
     #[error(transparent)]
     Mirror(#[from] crate::mirror::MirrorError),
     #[error("mirror verify found {problems} problems at {url}")]

@@ -69,6 +69,11 @@ pub async fn sync_once(
         .ok_or_else(|| Error::NoSuchTarget {
             target: target_name.to_string(),
             database: database.clone(),
+            hint: if view.warnings.is_empty() {
+                String::new()
+            } else {
+                format!(" (config problems: {})", view.warnings.join("; "))
+            },
         })?;
     let pair = mirror_pair(&database, target, &view.databases, copiers, progress)?;
     let pass = pair.sync_pass(cancel).await?;

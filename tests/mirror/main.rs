@@ -3,6 +3,7 @@
 //!
 //! One test binary (modules below) so the heavy dependency tree links once.
 
+mod cli;
 #[path = "../core/common.rs"]
 mod common;
 mod copiers;

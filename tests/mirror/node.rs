@@ -143,7 +143,10 @@ async fn a_node_mirrors_continuously_and_periodically_beside_its_other_work() {
     assert!(live_lag.error.is_none(), "{live_lag:?}");
     assert!(live_lag.dest_manifest_id.is_some() && live_lag.manifests_behind.is_some());
     assert!(
-        lagging.warnings.iter().any(|w| w.contains("is itself a registered database")),
+        lagging
+            .warnings
+            .iter()
+            .any(|w| w.contains("is itself a registered database")),
         "{:?}",
         lagging.warnings
     );
