@@ -86,6 +86,20 @@ fn placement_bench() {
         DATABASES * services.len()
     );
 
+    // How evenly the frozen hash spreads work over similar node ids.
+    let mut shares: Vec<usize> = sightings
+        .keys()
+        .map(|id| owned_tasks(id, &services, &sightings, &view).len())
+        .collect();
+    shares.sort_unstable();
+    println!(
+        "placement: tasks per node over {NODES} nodes: min {} median {} max {} (even share {})",
+        shares[0],
+        shares[NODES / 2],
+        shares[NODES - 1],
+        DATABASES * services.len() / NODES
+    );
+
     let nodes: Vec<String> = (0..20).map(|i| format!("node-{i:02}")).collect();
     let keys: Vec<String> = (0..1000)
         .map(|i| format!("s3://bucket/tenant-{i:05}"))
@@ -171,8 +185,10 @@ async fn idle_bench() {
     eprintln!("idle: warming up 20 s, then measuring {window_secs} s");
     tokio::time::sleep(Duration::from_secs(20)).await;
     let (root_before, service_before) = (snapshot(&root_counts), snapshot(&service_counts));
+    let kinds_before = service_counts.by_kind();
     tokio::time::sleep(Duration::from_secs(window_secs)).await;
     let (root_after, service_after) = (snapshot(&root_counts), snapshot(&service_counts));
+    let kinds_after = service_counts.by_kind();
     shutdown.cancel();
     node.await.expect("the node task").expect("a clean stop");
 
@@ -188,6 +204,15 @@ async fn idle_bench() {
         "idle: service requests:    {}",
         window(service_before, service_after, minutes)
     );
+    for (kind, after) in &kinds_after {
+        let during = after - kinds_before.get(kind).copied().unwrap_or(0);
+        if during > 0 {
+            println!(
+                "idle:   {kind:<18} {:.1}/min per database",
+                during as f64 / minutes / DATABASES as f64
+            );
+        }
+    }
     let service_total: u64 = (0..6).map(|i| service_after[i] - service_before[i]).sum();
     println!(
         "idle: service requests per database: {:.1}/min",

@@ -12,15 +12,20 @@ use crate::service::Service;
 const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
+/// Above this many owners, ranking everyone and truncating is cheaper than
+/// keeping a sorted top list while scanning.
+const TOP_K_SCAN_MAX: usize = 8;
+
 /// Separates the parts of a placement key.
 const KEY_SEPARATOR: u8 = 0x00;
 
-/// FNV-1a 64 over a sequence of byte strings, as if concatenated.
-fn fnv1a(parts: &[&[u8]]) -> u64 {
+/// FNV-1a 64 continued from `state` over a sequence of byte strings, as
+/// if concatenated.
+fn fnv1a_from(state: u64, parts: &[&[u8]]) -> u64 {
     parts
         .iter()
         .flat_map(|part| part.iter())
-        .fold(FNV_OFFSET_BASIS, |hash, byte| {
+        .fold(state, |hash, byte| {
             (hash ^ u64::from(*byte)).wrapping_mul(FNV_PRIME)
         })
 }
@@ -35,35 +40,42 @@ pub enum PlacementKey<'a> {
 }
 
 impl PlacementKey<'_> {
-    /// The score of `node_id` for this key; higher ranks first.
-    pub fn score(&self, node_id: &str) -> u64 {
+    /// The hash state after the key and its trailing separator: every
+    /// node's score continues from it, so ranking many nodes hashes the
+    /// key once.
+    fn key_state(&self) -> u64 {
         let sep: &[u8] = &[KEY_SEPARATOR];
         match *self {
-            PlacementKey::Service { database, service } => fnv1a(&[
-                database.as_bytes(),
-                sep,
-                service.as_str().as_bytes(),
-                sep,
-                node_id.as_bytes(),
-            ]),
-            PlacementKey::MirrorTarget { database, target } => fnv1a(&[
-                database.as_bytes(),
-                sep,
-                Service::Mirror.as_str().as_bytes(),
-                sep,
-                target.as_bytes(),
-                sep,
-                node_id.as_bytes(),
-            ]),
+            PlacementKey::Service { database, service } => fnv1a_from(
+                FNV_OFFSET_BASIS,
+                &[database.as_bytes(), sep, service.as_str().as_bytes(), sep],
+            ),
+            PlacementKey::MirrorTarget { database, target } => fnv1a_from(
+                FNV_OFFSET_BASIS,
+                &[
+                    database.as_bytes(),
+                    sep,
+                    Service::Mirror.as_str().as_bytes(),
+                    sep,
+                    target.as_bytes(),
+                    sep,
+                ],
+            ),
         }
+    }
+
+    /// The score of `node_id` for this key; higher ranks first.
+    pub fn score(&self, node_id: &str) -> u64 {
+        fnv1a_from(self.key_state(), &[node_id.as_bytes()])
     }
 
     /// Candidates ordered best first: score descending, then node id
     /// ascending (byte-wise) on a tie.
     pub fn rank<'n>(&self, candidates: impl IntoIterator<Item = &'n str>) -> Vec<&'n str> {
+        let state = self.key_state();
         let mut scored: Vec<(u64, &str)> = candidates
             .into_iter()
-            .map(|node| (self.score(node), node))
+            .map(|node| (fnv1a_from(state, &[node.as_bytes()]), node))
             .collect();
         scored.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
         scored.dedup_by(|a, b| a.1 == b.1);
@@ -71,14 +83,34 @@ impl PlacementKey<'_> {
     }
 
     /// The first `count` nodes of the ranking (all of them when fewer).
+    /// Keeps only the best `count` while scanning, so picking one owner
+    /// among many nodes neither sorts nor allocates per candidate.
     pub fn owners<'n>(
         &self,
         candidates: impl IntoIterator<Item = &'n str>,
         count: usize,
     ) -> Vec<&'n str> {
-        let mut ranked = self.rank(candidates);
-        ranked.truncate(count);
-        ranked
+        if count > TOP_K_SCAN_MAX {
+            let mut ranked = self.rank(candidates);
+            ranked.truncate(count);
+            return ranked;
+        }
+        let state = self.key_state();
+        let better = |a: &(u64, &str), b: &(u64, &str)| a.0 > b.0 || (a.0 == b.0 && a.1 < b.1);
+        let mut best: Vec<(u64, &'n str)> = Vec::new();
+        for node in candidates {
+            let entry = (fnv1a_from(state, &[node.as_bytes()]), node);
+            if best.len() == count && !best.last().is_some_and(|worst| better(&entry, worst)) {
+                continue;
+            }
+            let at = best.partition_point(|kept| better(kept, &entry));
+            if best.get(at).is_some_and(|kept| kept.1 == node) {
+                continue; // a duplicate candidate: same id, same score
+            }
+            best.insert(at, entry);
+            best.truncate(count);
+        }
+        best.into_iter().map(|(_, node)| node).collect()
     }
 }
 

@@ -32,19 +32,56 @@ pub enum Op {
 
 const OPS: usize = 6;
 
-/// Wraps a store and counts each request it forwards.
+/// Wraps a store and counts each request it forwards, in total and by
+/// kind of object (the SlateDB directory a path is in).
 #[derive(Debug)]
 pub struct CountingStore {
     inner: Arc<dyn ObjectStore>,
     counts: [AtomicU64; OPS],
+    by_kind: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
 }
+
+/// Directories of a SlateDB or fleet root a request is attributed to.
+const KINDS: [&str; 8] = [
+    "manifest",
+    "compactions",
+    "wal",
+    "compacted",
+    "gc",
+    "nodes",
+    "dbs",
+    "sleet.toml",
+];
 
 impl CountingStore {
     pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
         CountingStore {
             inner,
             counts: Default::default(),
+            by_kind: Default::default(),
         }
+    }
+
+    /// Requests by `"<op> <kind>"` (`"get manifest"`, `"list nodes"`).
+    pub fn by_kind(&self) -> std::collections::BTreeMap<String, u64> {
+        self.by_kind.lock().expect("tally lock").clone()
+    }
+
+    fn tally(&self, op: Op, location: Option<&Path>) {
+        let kind = location
+            .and_then(|p| {
+                p.parts()
+                    .find_map(|part| KINDS.iter().find(|k| part.as_ref() == **k))
+            })
+            .copied()
+            .unwrap_or("other");
+        let key = format!("{} {kind}", format!("{op:?}").to_lowercase());
+        *self
+            .by_kind
+            .lock()
+            .expect("tally lock")
+            .entry(key)
+            .or_default() += 1;
     }
 
     /// Requests of one kind forwarded so far.
@@ -61,8 +98,9 @@ impl CountingStore {
             .join(" ")
     }
 
-    fn bump(&self, op: Op) {
+    fn bump(&self, op: Op, location: Option<&Path>) {
         self.counts[op as usize].fetch_add(1, Ordering::Relaxed);
+        self.tally(op, location);
     }
 }
 
@@ -80,7 +118,7 @@ impl ObjectStore for CountingStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        self.bump(Op::Put);
+        self.bump(Op::Put, Some(location));
         self.inner.put_opts(location, payload, opts).await
     }
 
@@ -89,17 +127,20 @@ impl ObjectStore for CountingStore {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
-        self.bump(Op::Put);
+        self.bump(Op::Put, Some(location));
         self.inner.put_multipart_opts(location, opts).await
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        self.bump(if options.head { Op::Head } else { Op::Get });
+        self.bump(
+            if options.head { Op::Head } else { Op::Get },
+            Some(location),
+        );
         self.inner.get_opts(location, options).await
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
-        self.bump(Op::Get);
+        self.bump(Op::Get, Some(location));
         self.inner.get_ranges(location, ranges).await
     }
 
@@ -107,12 +148,12 @@ impl ObjectStore for CountingStore {
         &self,
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
-        self.bump(Op::Delete);
+        self.bump(Op::Delete, None);
         self.inner.delete_stream(locations)
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.bump(Op::List);
+        self.bump(Op::List, prefix);
         self.inner.list(prefix)
     }
 
@@ -121,17 +162,17 @@ impl ObjectStore for CountingStore {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.bump(Op::List);
+        self.bump(Op::List, prefix);
         self.inner.list_with_offset(prefix, offset).boxed()
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.bump(Op::List);
+        self.bump(Op::List, prefix);
         self.inner.list_with_delimiter(prefix).await
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        self.bump(Op::Copy);
+        self.bump(Op::Copy, Some(from));
         self.inner.copy_opts(from, to, options).await
     }
 }

@@ -60,6 +60,20 @@ proptest! {
         prop_assert_eq!(as_set, nodes);
     }
 
+    /// Picking owners by a bounded scan gives exactly the ranking's head,
+    /// whatever the order of candidates, duplicates included.
+    #[test]
+    fn owners_are_the_head_of_the_ranking(
+        db in database_url(),
+        nodes in proptest::collection::vec("[a-d]{1,2}", 0..24),
+        count in 0usize..12,
+    ) {
+        let key = PlacementKey::Service { database: &db, service: Service::CompactionWorkers };
+        let mut ranked = key.rank(nodes.iter().map(String::as_str));
+        ranked.truncate(count);
+        prop_assert_eq!(key.owners(nodes.iter().map(String::as_str), count), ranked);
+    }
+
     /// Adding a node moves only the pairs the new node wins; removing one
     /// moves only the pairs it owned.
     #[test]

@@ -1,0 +1,287 @@
+//! Mirror seeding benchmark: copy a fresh database of `SLEET_BENCH_MIB`
+//! MiB (default 256) into an empty destination with each copier, beside
+//! the physical limit for the same objects: `cp -r` for file to file, a
+//! plain object_store GET/PUT loop for S3 to S3.
+//!
+//! `cargo bench --bench mirror`; S3 to S3 runs when `SLEET_S3_ENDPOINT`
+//! points at a server with buckets `sleet` and `sleet-mirror` (as
+//! `scripts/test` starts). docs/performance.md records a run.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use slatedb::config::{FlushOptions, FlushType, Settings};
+use sleet::CancellationToken;
+use sleet::copier::builtin::BuiltinCopier;
+use sleet::copier::rclone::RcloneCopier;
+use sleet::copier::{Copier, CopyProgress};
+use sleet::mirror::pass::MirrorPair;
+use sleet::services::DatabaseHandle;
+
+/// Objects copied at once by builtin and by the raw loop.
+const PARALLELISM: u32 = 8;
+const VALUE_BYTES: usize = 64 * 1024;
+
+struct Run {
+    label: String,
+    elapsed: Duration,
+}
+
+fn main() {
+    let mib: usize = std::env::var("SLEET_BENCH_MIB")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(256);
+    let endpoint = std::env::var("SLEET_S3_ENDPOINT").ok();
+    if let Some(endpoint) = &endpoint {
+        // rclone reads its S3 endpoint and keys from the environment, as
+        // a node's would; set before the runtime starts any thread.
+        unsafe {
+            std::env::set_var("AWS_ENDPOINT", endpoint);
+            std::env::set_var("AWS_ACCESS_KEY_ID", "test");
+            std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
+            std::env::set_var("AWS_REGION", "us-east-1");
+        }
+    }
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let source_url = format!("file://{}/source", dir.path().display());
+        let bytes = seed(&source_url, mib).await;
+        let mb = bytes as f64 / 1e6;
+        println!("mirror seeding: source {mb:.0} MB ({mib} MiB of values)");
+
+        let file_runs = file_to_file(&source_url, dir.path()).await;
+        print_runs("file to file", &file_runs, mb);
+        if let Some(endpoint) = endpoint {
+            let s3_runs = s3_to_s3(&source_url, &endpoint).await;
+            print_runs("S3 to S3", &s3_runs, mb);
+        } else {
+            println!("mirror seeding: S3 to S3 skipped (set SLEET_S3_ENDPOINT)");
+        }
+    });
+}
+
+fn print_runs(what: &str, runs: &[Run], mb: f64) {
+    let limit = runs.last().expect("the physical limit runs last").elapsed;
+    for run in runs {
+        let secs = run.elapsed.as_secs_f64();
+        println!(
+            "mirror seeding {what}: {:<22} {secs:>7.2} s  {:>7.1} MB/s  {:.2}x the limit's time",
+            run.label,
+            mb / secs,
+            secs / limit.as_secs_f64()
+        );
+    }
+}
+
+/// Writes `mib` MiB of incompressible values in 64 KiB entries and
+/// returns the bytes under the root.
+async fn seed(url: &str, mib: usize) -> u64 {
+    let (store, path) = sleet::store::open_url(url).expect("a store");
+    let settings = Settings {
+        l0_sst_size_bytes: 16 * 1024 * 1024,
+        compactor_options: None,
+        garbage_collector_options: None,
+        ..Settings::default()
+    };
+    let db = slatedb::Db::builder(path.clone(), store.clone())
+        .with_settings(settings)
+        .build()
+        .await
+        .expect("a writer");
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    for i in 0..(mib * 1024 * 1024 / VALUE_BYTES) {
+        let value: Vec<u8> = (0..VALUE_BYTES / 8)
+            .flat_map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state.to_le_bytes()
+            })
+            .collect();
+        db.put(format!("key-{i:08}"), value).await.expect("put");
+    }
+    db.flush_with_options(FlushOptions {
+        flush_type: FlushType::MemTable,
+    })
+    .await
+    .expect("flush");
+    db.close().await.expect("close");
+    let mut total = 0;
+    let mut listing = store.list(Some(&path));
+    while let Some(meta) = listing.next().await {
+        total += meta.expect("list").size;
+    }
+    total
+}
+
+/// One seeding pass with `copier` into an empty destination.
+async fn pass(
+    source: DatabaseHandle,
+    destination: DatabaseHandle,
+    copier: Arc<dyn Copier>,
+) -> Duration {
+    let pair = MirrorPair {
+        target: "bench".into(),
+        source,
+        destination,
+        copier,
+        checkpoint_lifetime: Duration::from_secs(900),
+        progress: CopyProgress::new(),
+    };
+    let start = Instant::now();
+    let outcome = pair
+        .sync_pass(&CancellationToken::new())
+        .await
+        .expect("a seeding pass");
+    assert!(outcome.committed);
+    start.elapsed()
+}
+
+async fn file_to_file(source_url: &str, dir: &std::path::Path) -> Vec<Run> {
+    let open = |url: &str| DatabaseHandle::open(url).expect("a handle");
+    let mut runs = Vec::new();
+    let builtin = format!("file://{}/builtin", dir.display());
+    runs.push(Run {
+        label: "builtin".into(),
+        elapsed: pass(
+            open(source_url),
+            open(&builtin),
+            Arc::new(BuiltinCopier::new(PARALLELISM)),
+        )
+        .await,
+    });
+    let rclone = format!("file://{}/rclone", dir.display());
+    runs.push(Run {
+        label: "rclone".into(),
+        elapsed: pass(
+            open(source_url),
+            open(&rclone),
+            Arc::new(RcloneCopier::new(None)),
+        )
+        .await,
+    });
+    let target = dir.join("cp");
+    std::fs::create_dir_all(&target).expect("cp target");
+    let start = Instant::now();
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .args(["compacted", "wal", "manifest"].map(|d| dir.join("source").join(d)))
+        .arg(&target)
+        .status()
+        .expect("cp runs");
+    assert!(status.success());
+    runs.push(Run {
+        label: "cp -r (limit)".into(),
+        elapsed: start.elapsed(),
+    });
+    runs
+}
+
+fn s3(endpoint: &str, bucket: &str) -> Arc<dyn ObjectStore> {
+    Arc::new(
+        AmazonS3Builder::new()
+            .with_endpoint(endpoint)
+            .with_bucket_name(bucket)
+            .with_region("us-east-1")
+            .with_access_key_id("test")
+            .with_secret_access_key("test")
+            .with_allow_http(true)
+            .build()
+            .expect("an S3 client"),
+    )
+}
+
+/// Every object under `from` copied to `to`, `PARALLELISM` at a time.
+async fn raw_copy(
+    source: &Arc<dyn ObjectStore>,
+    from: &Path,
+    destination: &Arc<dyn ObjectStore>,
+    to: &Path,
+) {
+    let names: Vec<Path> = source
+        .list(Some(from))
+        .map(|meta| meta.expect("list").location)
+        .collect()
+        .await;
+    futures::stream::iter(names)
+        .map(|name| async move {
+            let relative = name
+                .as_ref()
+                .strip_prefix(from.as_ref())
+                .unwrap_or(name.as_ref());
+            let target = Path::parse(format!("{to}{relative}")).expect("a path");
+            let body = source
+                .get(&name)
+                .await
+                .expect("get")
+                .bytes()
+                .await
+                .expect("body");
+            destination.put(&target, body.into()).await.expect("put");
+        })
+        .buffer_unordered(PARALLELISM as usize)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+async fn s3_to_s3(file_source: &str, endpoint: &str) -> Vec<Run> {
+    let run_id = format!("bench-{:x}", std::process::id());
+    let sleet_bucket = s3(endpoint, "sleet");
+    let mirror_bucket = s3(endpoint, "sleet-mirror");
+    let (local, local_path) = sleet::store::open_url(file_source).expect("the file source");
+    let source_path = Path::from(format!("{run_id}/source"));
+    raw_copy(&local, &local_path, &sleet_bucket, &source_path).await;
+    let source = || {
+        DatabaseHandle::from_parts(
+            format!("s3://sleet/{run_id}/source"),
+            sleet_bucket.clone(),
+            source_path.clone(),
+        )
+    };
+    let destination = |name: &str| {
+        DatabaseHandle::from_parts(
+            format!("s3://sleet-mirror/{run_id}/{name}"),
+            mirror_bucket.clone(),
+            Path::from(format!("{run_id}/{name}")),
+        )
+    };
+    let mut runs = vec![
+        Run {
+            label: "builtin".into(),
+            elapsed: pass(
+                source(),
+                destination("builtin"),
+                Arc::new(BuiltinCopier::new(PARALLELISM)),
+            )
+            .await,
+        },
+        Run {
+            label: "rclone".into(),
+            elapsed: pass(
+                source(),
+                destination("rclone"),
+                Arc::new(RcloneCopier::new(None)),
+            )
+            .await,
+        },
+    ];
+    let start = Instant::now();
+    raw_copy(
+        &sleet_bucket,
+        &source_path,
+        &mirror_bucket,
+        &Path::from(format!("{run_id}/raw")),
+    )
+    .await;
+    runs.push(Run {
+        label: "object_store loop (limit)".into(),
+        elapsed: start.elapsed(),
+    });
+    runs
+}
