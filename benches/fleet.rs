@@ -14,7 +14,7 @@ use object_store::ObjectStore;
 use object_store::path::Path;
 use sleet::config::DatabaseConfig;
 use sleet::daemon::{DatabaseOpener, owned_tasks};
-use sleet::placement::PlacementKey;
+use sleet::placement::{PlacementHash, PlacementKey};
 use sleet::root::{FleetView, NodeSighting};
 use sleet::services::DatabaseHandle;
 use sleet::testing::{CountingStore, Op};
@@ -81,24 +81,29 @@ fn placement_bench() {
     });
     println!(
         "placement: owned tasks of one node, {DATABASES} databases x {NODES} nodes: \
-         {:.1} ms per tick ({owned} tasks owned of {})",
+         {:.1} ms per tick ({owned} tasks owned)",
         per_node.as_secs_f64() * 1e3,
-        DATABASES * services.len()
     );
 
-    // How evenly the frozen hash spreads work over similar node ids.
-    let mut shares: Vec<usize> = sightings
-        .keys()
-        .map(|id| owned_tasks(id, &services, &sightings, &view).len())
-        .collect();
-    shares.sort_unstable();
-    println!(
-        "placement: tasks per node over {NODES} nodes: min {} median {} max {} (even share {})",
-        shares[0],
-        shares[NODES / 2],
-        shares[NODES - 1],
-        DATABASES * services.len() / NODES
-    );
+    // How evenly each hash spreads work over similar node ids.
+    let assigned = DATABASES * 3; // gc, coordinator, one worker; no mirror targets
+    for hash in [PlacementHash::Fnv1a, PlacementHash::Fnv1aMix] {
+        let mut hashed = view.clone();
+        hashed.fleet.node.placement_hash = Some(hash);
+        let mut shares: Vec<usize> = sightings
+            .keys()
+            .map(|id| owned_tasks(id, &services, &sightings, &hashed).len())
+            .collect();
+        shares.sort_unstable();
+        let idle = shares.iter().filter(|n| **n == 0).count();
+        println!(
+            "placement: {hash:?} tasks per node over {NODES} nodes: min {} median {} max {}, {idle} nodes idle (even share {})",
+            shares[0],
+            shares[NODES / 2],
+            shares[NODES - 1],
+            assigned / NODES
+        );
+    }
 
     let nodes: Vec<String> = (0..20).map(|i| format!("node-{i:02}")).collect();
     let keys: Vec<String> = (0..1000)

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::duration::HumanDuration;
 use crate::heartbeat::is_valid_identifier;
+use crate::placement::PlacementHash;
 use crate::registry::canonicalize_url;
 use crate::service::{Service, first_duplicate};
 
@@ -58,6 +59,11 @@ pub struct NodeOverrides {
     /// How often nodes re-read `sleet.toml` and `dbs/`. Default `1m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_poll: Option<HumanDuration>,
+    /// How nodes score each other for placement: `fnv1a` (sleet 0.1.0's,
+    /// the default) or `fnv1a-mix` (an even spread over similar node ids;
+    /// only when no sleet 0.1.0 node is in the fleet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_hash: Option<PlacementHash>,
 }
 
 /// A `[database]` table, and the whole body of a `dbs/<db>.toml` file.
@@ -324,6 +330,7 @@ pub struct NodeSettings {
     pub heartbeat_interval: Duration,
     pub heartbeat_timeout: Duration,
     pub config_poll: Duration,
+    pub placement_hash: PlacementHash,
 }
 
 /// Everything the services of one database run with.
@@ -454,6 +461,7 @@ impl NodeOverrides {
             heartbeat_interval: duration_or(self.heartbeat_interval, defaults::HEARTBEAT_INTERVAL),
             heartbeat_timeout: duration_or(self.heartbeat_timeout, defaults::HEARTBEAT_TIMEOUT),
             config_poll: duration_or(self.config_poll, defaults::CONFIG_POLL),
+            placement_hash: self.placement_hash.unwrap_or_default(),
         }
     }
 }

@@ -157,10 +157,11 @@ pub fn owned_tasks(
         id: node_id,
         services: offered,
     });
+    let hash = view.fleet.node.resolve().placement_hash;
     let mut owned = BTreeMap::new();
     for (url, file) in &view.databases {
         let settings = view.fleet.resolve_database(file);
-        for assignment in database_assignments(url, &settings, &live) {
+        for assignment in database_assignments(url, &settings, &live, hash) {
             if !assignment.owners.iter().any(|o| o == node_id) {
                 continue;
             }

@@ -6,7 +6,7 @@
 
 use crate::config::DatabaseSettings;
 use crate::mirror::target::applied_targets;
-use crate::placement::PlacementKey;
+use crate::placement::{PlacementHash, PlacementKey};
 use crate::service::Service;
 
 /// A node that counts as live, with the services its heartbeat offers.
@@ -35,6 +35,7 @@ pub fn database_assignments(
     database: &str,
     settings: &DatabaseSettings,
     live: &[LiveNode<'_>],
+    hash: PlacementHash,
 ) -> Vec<Assignment> {
     let mut assignments = Vec::new();
     for &service in &settings.services {
@@ -44,7 +45,7 @@ pub fn database_assignments(
                 .map(|n| n.id)
         };
         let owned = |key: PlacementKey<'_>, count: usize| -> Vec<String> {
-            key.owners(candidates(), count)
+            key.owners_by(hash, candidates(), count)
                 .into_iter()
                 .map(str::to_string)
                 .collect()
@@ -112,7 +113,7 @@ mod tests {
             [mirror.targets.backup]
             url = "s3://backup/x""#,
         );
-        let got = database_assignments("s3://b/db", &s, &live);
+        let got = database_assignments("s3://b/db", &s, &live, PlacementHash::Fnv1a);
         let shape: Vec<_> = got
             .iter()
             .map(|a| (a.service, a.target.as_deref(), a.owners.len()))
@@ -144,9 +145,17 @@ mod tests {
             id: "a",
             services: &gc_only,
         }];
-        let got = database_assignments("s3://b/db", &settings(""), &live);
+        let got = database_assignments("s3://b/db", &settings(""), &live, PlacementHash::Fnv1a);
         assert_eq!(got[0].owners, ["a"]);
         assert!(got[1..].iter().all(|a| a.owners.is_empty()));
-        assert!(database_assignments("s3://b/db", &settings("services = []"), &live).is_empty());
+        assert!(
+            database_assignments(
+                "s3://b/db",
+                &settings("services = []"),
+                &live,
+                PlacementHash::Fnv1a
+            )
+            .is_empty()
+        );
     }
 }

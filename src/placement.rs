@@ -6,8 +6,47 @@
 //! same heartbeats agree without talking to each other, and adding or
 //! removing a node moves only the work that node wins or held. The hash,
 //! key encoding and tie-break are shared with sleet 0.1.0.
+//!
+//! FNV-1a mixes the last bytes of its input poorly, so node ids that differ
+//! only at the end (`node-01`, `node-02`, ...) get very uneven shares under
+//! the 0.1.0 hash. `[node] placement_hash = "fnv1a-mix"` runs each score
+//! through a 64-bit finalizer: a bijection, so ranking keeps its minimal
+//! movement, with an even spread. Every node of a fleet must use the same
+//! hash, so only fleets without 0.1.0 nodes can switch.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use crate::service::Service;
+
+/// How node scores are computed; every node of a fleet must agree.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum PlacementHash {
+    /// FNV-1a 64, as sleet 0.1.0 places work (the default).
+    #[default]
+    #[serde(rename = "fnv1a")]
+    Fnv1a,
+    /// FNV-1a 64 then the MurmurHash3 64-bit finalizer: an even spread
+    /// over similar node ids. Not understood by sleet 0.1.0 nodes.
+    #[serde(rename = "fnv1a-mix")]
+    Fnv1aMix,
+}
+
+impl PlacementHash {
+    fn finish(self, score: u64) -> u64 {
+        match self {
+            PlacementHash::Fnv1a => score,
+            PlacementHash::Fnv1aMix => {
+                let mut k = score;
+                k ^= k >> 33;
+                k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+                k ^= k >> 33;
+                k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+                k ^ (k >> 33)
+            }
+        }
+    }
+}
 
 const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
@@ -64,18 +103,36 @@ impl PlacementKey<'_> {
         }
     }
 
-    /// The score of `node_id` for this key; higher ranks first.
+    /// The 0.1.0 score of `node_id` for this key; higher ranks first.
     pub fn score(&self, node_id: &str) -> u64 {
         fnv1a_from(self.key_state(), &[node_id.as_bytes()])
     }
 
+    /// Candidates ordered best first by the 0.1.0 hash.
+    pub fn rank<'n>(&self, candidates: impl IntoIterator<Item = &'n str>) -> Vec<&'n str> {
+        self.rank_by(PlacementHash::Fnv1a, candidates)
+    }
+
+    /// The first `count` nodes of the 0.1.0 ranking.
+    pub fn owners<'n>(
+        &self,
+        candidates: impl IntoIterator<Item = &'n str>,
+        count: usize,
+    ) -> Vec<&'n str> {
+        self.owners_by(PlacementHash::Fnv1a, candidates, count)
+    }
+
     /// Candidates ordered best first: score descending, then node id
     /// ascending (byte-wise) on a tie.
-    pub fn rank<'n>(&self, candidates: impl IntoIterator<Item = &'n str>) -> Vec<&'n str> {
+    pub fn rank_by<'n>(
+        &self,
+        hash: PlacementHash,
+        candidates: impl IntoIterator<Item = &'n str>,
+    ) -> Vec<&'n str> {
         let state = self.key_state();
         let mut scored: Vec<(u64, &str)> = candidates
             .into_iter()
-            .map(|node| (fnv1a_from(state, &[node.as_bytes()]), node))
+            .map(|node| (hash.finish(fnv1a_from(state, &[node.as_bytes()])), node))
             .collect();
         scored.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
         scored.dedup_by(|a, b| a.1 == b.1);
@@ -85,13 +142,14 @@ impl PlacementKey<'_> {
     /// The first `count` nodes of the ranking (all of them when fewer).
     /// Keeps only the best `count` while scanning, so picking one owner
     /// among many nodes neither sorts nor allocates per candidate.
-    pub fn owners<'n>(
+    pub fn owners_by<'n>(
         &self,
+        hash: PlacementHash,
         candidates: impl IntoIterator<Item = &'n str>,
         count: usize,
     ) -> Vec<&'n str> {
         if count > TOP_K_SCAN_MAX {
-            let mut ranked = self.rank(candidates);
+            let mut ranked = self.rank_by(hash, candidates);
             ranked.truncate(count);
             return ranked;
         }
@@ -99,7 +157,7 @@ impl PlacementKey<'_> {
         let better = |a: &(u64, &str), b: &(u64, &str)| a.0 > b.0 || (a.0 == b.0 && a.1 < b.1);
         let mut best: Vec<(u64, &'n str)> = Vec::new();
         for node in candidates {
-            let entry = (fnv1a_from(state, &[node.as_bytes()]), node);
+            let entry = (hash.finish(fnv1a_from(state, &[node.as_bytes()])), node);
             if best.len() == count && !best.last().is_some_and(|worst| better(&entry, worst)) {
                 continue;
             }
@@ -190,5 +248,35 @@ mod tests {
         assert_eq!(owners.len(), 2);
         assert_ne!(owners[0], owners[1]);
         assert!(pair(Service::Gc).owners([], 1).is_empty());
+    }
+
+    #[test]
+    fn the_mixed_hash_spreads_similar_node_ids_evenly() {
+        let nodes: Vec<String> = (0..10).map(|i| format!("n{i}")).collect();
+        let share = |hash: PlacementHash| {
+            let mut counts = std::collections::BTreeMap::<&str, usize>::new();
+            for d in 0..2000 {
+                let database = format!("s3://bucket/tenant-{d:05}");
+                let key = PlacementKey::Service {
+                    database: &database,
+                    service: Service::Gc,
+                };
+                let owner = key.owners_by(hash, nodes.iter().map(String::as_str), 1)[0];
+                *counts.entry(owner).or_default() += 1;
+            }
+            let (min, max) = (
+                counts.values().min().copied(),
+                counts.values().max().copied(),
+            );
+            (counts.len(), min.unwrap_or(0), max.unwrap_or(0))
+        };
+        let (_, _, skewed_max) = share(PlacementHash::Fnv1a);
+        assert!(
+            skewed_max > 400,
+            "0.1.0's hash gives some node 2x its share"
+        );
+        let (nodes_used, min, max) = share(PlacementHash::Fnv1aMix);
+        assert_eq!(nodes_used, 10);
+        assert!(min > 150 && max < 250, "even: {min}..{max} around 200");
     }
 }

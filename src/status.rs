@@ -234,13 +234,14 @@ pub fn derive_status(
             ));
         }
     }
+    let hash = view.fleet.node.resolve().placement_hash;
     let mut unserved: Vec<Service> = Vec::new();
     let databases = view
         .databases
         .iter()
         .map(|(url, file)| {
             let settings = view.fleet.resolve_database(file);
-            let services = database_assignments(url, &settings, &live)
+            let services = database_assignments(url, &settings, &live, hash)
                 .into_iter()
                 .map(|a| {
                     if a.owners.is_empty() && !unserved.contains(&a.service) {
