@@ -11,6 +11,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::copier::{CopierOptions, CopyProgress};
+use crate::plugin::PluginRuntime;
 use crate::daemon::RUNNABLE_SERVICES;
 use crate::mirror::ops;
 use crate::mirror::restore::RestorePoint;
@@ -52,6 +53,12 @@ pub enum Command {
         /// Path to the rclone binary, for mirror targets with copier = "rclone"
         #[arg(long)]
         rclone: Option<std::path::PathBuf>,
+        /// A directory of WebAssembly plugins (<name>.wasm); may repeat
+        #[arg(long = "plugin-dir")]
+        plugin_dirs: Vec<std::path::PathBuf>,
+        /// Where compiled plugins are cached. Default: ~/.cache/sleet/plugins
+        #[arg(long)]
+        plugin_cache: Option<std::path::PathBuf>,
     },
     /// Show fleet nodes, registered databases, and service placement, derived from the fleet root
     Status {
@@ -105,6 +112,9 @@ pub enum MirrorCommand {
         /// The rclone binary, for targets with copier = "rclone". Default: rclone on PATH
         #[arg(long)]
         rclone: Option<std::path::PathBuf>,
+        /// A directory of WebAssembly plugins, for targets with copier = "plugin:<name>"; may repeat
+        #[arg(long = "plugin-dir")]
+        plugin_dirs: Vec<std::path::PathBuf>,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
@@ -164,6 +174,8 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             services,
             max_mirror_jobs,
             rclone,
+            plugin_dirs,
+            plugin_cache,
         } => {
             if let Some(dup) = first_duplicate(&services) {
                 return Err(Error::CliUsage(format!(
@@ -180,6 +192,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             if let Some(rclone) = rclone {
                 options = options.with_rclone(rclone);
             }
+            options = options.with_plugin_dirs(plugin_dirs, plugin_cache);
             fleet.run_node(options, shutdown).await?;
         }
         Command::Status {
@@ -227,10 +240,17 @@ async fn run_mirror(command: MirrorCommand) -> Result<(), Error> {
             db,
             target,
             rclone,
+            plugin_dirs,
             format,
         } => {
             let fleet = Fleet::open(&root)?;
-            let copiers = CopierOptions { rclone };
+            let copiers = CopierOptions {
+                rclone,
+                plugins: crate::plugin::load_dirs(&plugin_dirs, PluginRuntime::default_cache_dir(), Default::default())
+                    .await
+                    .map_err(Error::CliUsage)?,
+                node_id: "sleet mirror sync".into(),
+            };
             let progress = CopyProgress::new();
             let meter = ProgressMeter::start(format, progress.clone());
             let synced =

@@ -44,6 +44,9 @@ pub struct FleetConfig {
     /// overrides them field by field.
     #[serde(default)]
     pub database: DatabaseConfig,
+    /// Operator grants and limits per plugin, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub plugins: BTreeMap<String, PluginGrants>,
 }
 
 /// `[node]`: heartbeat and polling cadence.
@@ -82,6 +85,9 @@ pub struct DatabaseConfig {
     pub compaction_workers: WorkerOverrides,
     #[serde(default)]
     pub mirror: MirrorOverrides,
+    /// Hook plugins by name, layered field by field per name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hooks: BTreeMap<String, HookOverrides>,
 }
 
 /// `[gc]`: one table per object directory SlateDB collects.
@@ -287,6 +293,10 @@ pub struct MirrorTargetOverrides {
     pub copy_parallelism: Option<u32>,
     #[serde(default)]
     pub retention: RetentionOverrides,
+    /// For `copier = "plugin:<name>"`: passed to the plugin's `configure`,
+    /// merged by key across layers.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub copier_config: BTreeMap<String, ConfigValue>,
 }
 
 /// How long a mirror keeps restore points.
@@ -308,9 +318,10 @@ pub enum MirrorMode {
     Periodic,
 }
 
-/// What moves a mirror's data objects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
+/// What moves a mirror's data objects: `builtin`, `rclone`, `external`, or
+/// `plugin:<name>` (a WebAssembly copier from `sleet run --plugin-dir`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub enum CopierKind {
     /// sleet's own parallel streaming copier.
     Builtin,
@@ -318,6 +329,140 @@ pub enum CopierKind {
     Rclone,
     /// Bucket replication configured outside sleet; sleet backfills misses.
     External,
+    /// A copier plugin, by name.
+    Plugin(String),
+}
+
+impl TryFrom<String> for CopierKind {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, String> {
+        match value.as_str() {
+            "builtin" => Ok(CopierKind::Builtin),
+            "rclone" => Ok(CopierKind::Rclone),
+            "external" => Ok(CopierKind::External),
+            other => match other.strip_prefix("plugin:") {
+                Some(name) if is_valid_identifier(name) => Ok(CopierKind::Plugin(name.to_string())),
+                Some(name) => Err(format!(
+                    "invalid plugin name \"{name}\": plugin names are 1-128 chars of [A-Za-z0-9_-]"
+                )),
+                None => Err(format!(
+                    "unknown copier \"{other}\" (expected builtin, rclone, external or plugin:<name>)"
+                )),
+            },
+        }
+    }
+}
+
+impl From<CopierKind> for String {
+    fn from(kind: CopierKind) -> String {
+        kind.to_string()
+    }
+}
+
+impl fmt::Display for CopierKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CopierKind::Builtin => f.write_str("builtin"),
+            CopierKind::Rclone => f.write_str("rclone"),
+            CopierKind::External => f.write_str("external"),
+            CopierKind::Plugin(name) => write!(f, "plugin:{name}"),
+        }
+    }
+}
+
+impl JsonSchema for CopierKind {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "CopierKind".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "What moves a mirror's data objects: `builtin`, `rclone`, `external`, or `plugin:<name>`.",
+            "type": "string",
+            "pattern": "^(builtin|rclone|external|plugin:[A-Za-z0-9_-]{1,128})$"
+        })
+    }
+}
+
+/// A value in a plugin's config table (`copier_config`, a hook's `config`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ConfigValue {
+    String(String),
+    Integer(i64),
+    Float(f64),
+    Boolean(bool),
+    Array(Vec<ConfigValue>),
+    Table(BTreeMap<String, ConfigValue>),
+}
+
+/// A plugin config table flattened for the plugin's `configure` call:
+/// nested tables become dotted keys, other values their TOML text
+/// (arrays as comma-separated items), sorted by key.
+pub fn flatten_config(table: &BTreeMap<String, ConfigValue>) -> Vec<(String, String)> {
+    fn text(value: &ConfigValue) -> String {
+        match value {
+            ConfigValue::String(s) => s.clone(),
+            ConfigValue::Integer(n) => n.to_string(),
+            ConfigValue::Float(x) => x.to_string(),
+            ConfigValue::Boolean(b) => b.to_string(),
+            ConfigValue::Array(items) => items.iter().map(text).collect::<Vec<_>>().join(","),
+            ConfigValue::Table(_) => String::new(),
+        }
+    }
+    fn walk(prefix: &str, table: &BTreeMap<String, ConfigValue>, out: &mut Vec<(String, String)>) {
+        for (key, value) in table {
+            let key = if prefix.is_empty() {
+                key.clone()
+            } else {
+                format!("{prefix}.{key}")
+            };
+            match value {
+                ConfigValue::Table(inner) => walk(&key, inner, out),
+                other => out.push((key, text(other))),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk("", table, &mut out);
+    out
+}
+
+/// `[database.hooks.<name>]`: a hook plugin run before and after every
+/// task run and mirror pass of the database.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HookOverrides {
+    /// The hook plugin's name (its file stem in `--plugin-dir`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+    /// Only these services' runs; default every service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub services: Option<Vec<Service>>,
+    /// Passed to the plugin's `configure`, merged by key across layers.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub config: BTreeMap<String, ConfigValue>,
+    /// Opt out of an inherited hook. Default `false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled: Option<bool>,
+}
+
+/// `[plugins.<name>]` in `sleet.toml`: what the operator allows a plugin.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PluginGrants {
+    /// The plugin file's expected sha256 (64 hex digits); a node whose
+    /// file differs refuses to run it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Linear memory cap per instance. Default `64`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<u32>,
+    /// Wall-clock limit on each call. Default `10m` for a copier's batch,
+    /// `5s` for a hook call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_timeout: Option<HumanDuration>,
 }
 
 // ---------------------------------------------------------------------------
@@ -342,6 +487,32 @@ pub struct DatabaseSettings {
     pub workers: WorkerSettings,
     /// Every target by name, disabled ones included.
     pub mirror_targets: BTreeMap<String, MirrorTargetSettings>,
+    /// Enabled hooks by name.
+    pub hooks: BTreeMap<String, HookSettings>,
+}
+
+/// One enabled hook of a database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookSettings {
+    pub plugin: String,
+    /// `None`: every service.
+    pub services: Option<Vec<Service>>,
+    pub config: Vec<(String, String)>,
+}
+
+impl HookSettings {
+    /// Whether the hook fires for runs of `service`.
+    pub fn applies_to(&self, service: Service) -> bool {
+        self.services.as_ref().is_none_or(|s| s.contains(&service))
+    }
+}
+
+/// What a node enforces on each call into one plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginLimits {
+    pub sha256: Option<String>,
+    pub memory_bytes: u64,
+    pub call_timeout: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -410,6 +581,8 @@ pub struct MirrorTargetSettings {
     pub checkpoint_lifetime: Duration,
     pub copy_parallelism: u32,
     pub retention_keep: Option<Duration>,
+    /// `copier_config`, flattened for a plugin's `configure`.
+    pub copier_config: Vec<(String, String)>,
 }
 
 /// Built-in defaults, one place for the docs and the code to agree on.
@@ -449,6 +622,9 @@ pub mod defaults {
     pub const MIRROR_MIN_AGE: Duration = Duration::from_secs(300);
     pub const CHECKPOINT_LIFETIME: Duration = Duration::from_secs(15 * 60);
     pub const COPY_PARALLELISM: u32 = 8;
+    pub const PLUGIN_MEMORY_MIB: u32 = 64;
+    pub const COPY_CALL_TIMEOUT: Duration = Duration::from_secs(600);
+    pub const HOOK_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 }
 
 fn duration_or(value: Option<HumanDuration>, default: Duration) -> Duration {
@@ -610,6 +786,8 @@ impl MirrorTargetOverrides {
             disabled, mode, copier, poll, interval, min_age, checkpoint_lifetime,
             copy_parallelism);
         overlay_fields!(self.retention, upper.retention; keep);
+        self.copier_config
+            .extend(upper.copier_config.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
 
     fn resolve(&self) -> MirrorTargetSettings {
@@ -618,7 +796,7 @@ impl MirrorTargetOverrides {
             source_prefix: self.source_prefix.clone(),
             disabled: self.disabled.unwrap_or(false),
             mode: self.mode.unwrap_or(MirrorMode::Continuous),
-            copier: self.copier.unwrap_or(CopierKind::Builtin),
+            copier: self.copier.clone().unwrap_or(CopierKind::Builtin),
             poll: duration_or(self.poll, defaults::MIRROR_POLL),
             interval: duration_or(self.interval, defaults::MIRROR_INTERVAL),
             min_age: duration_or(self.min_age, defaults::MIRROR_MIN_AGE),
@@ -628,6 +806,7 @@ impl MirrorTargetOverrides {
             ),
             copy_parallelism: self.copy_parallelism.unwrap_or(defaults::COPY_PARALLELISM),
             retention_keep: self.retention.keep.map(|d| d.0),
+            copier_config: flatten_config(&self.copier_config),
         }
     }
 }
@@ -652,6 +831,9 @@ impl DatabaseConfig {
                 .or_default()
                 .overlay(target);
         }
+        for (name, hook) in &upper.hooks {
+            merged.hooks.entry(name.clone()).or_default().overlay(hook);
+        }
         merged
     }
 
@@ -671,6 +853,48 @@ impl DatabaseConfig {
                 .iter()
                 .map(|(name, target)| (name.clone(), target.resolve()))
                 .collect(),
+            hooks: self
+                .hooks
+                .iter()
+                .filter_map(|(name, hook)| Some((name.clone(), hook.resolve()?)))
+                .collect(),
+        }
+    }
+}
+
+impl HookOverrides {
+    fn overlay(&mut self, upper: &Self) {
+        overlay_fields!(self, upper; plugin, services, disabled);
+        self.config
+            .extend(upper.config.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+
+    /// `None` when disabled (or, before validation, without a plugin).
+    fn resolve(&self) -> Option<HookSettings> {
+        if self.disabled.unwrap_or(false) {
+            return None;
+        }
+        Some(HookSettings {
+            plugin: self.plugin.clone()?,
+            services: self.services.clone(),
+            config: flatten_config(&self.config),
+        })
+    }
+}
+
+impl FleetConfig {
+    /// The limits a node enforces on `plugin`, a copier or a hook.
+    pub fn plugin_limits(&self, plugin: &str, hook: bool) -> PluginLimits {
+        let grants = self.plugins.get(plugin).cloned().unwrap_or_default();
+        let default_timeout = if hook {
+            defaults::HOOK_CALL_TIMEOUT
+        } else {
+            defaults::COPY_CALL_TIMEOUT
+        };
+        PluginLimits {
+            sha256: grants.sha256.map(|s| s.to_ascii_lowercase()),
+            memory_bytes: u64::from(grants.memory_mib.unwrap_or(defaults::PLUGIN_MEMORY_MIB)) << 20,
+            call_timeout: duration_or(grants.call_timeout, default_timeout),
         }
     }
 }
@@ -715,6 +939,7 @@ pub fn parse_fleet_config(text: &str) -> Result<FleetConfig, ConfigError> {
     let config: FleetConfig = parse_toml(text)?;
     let mut problems = Vec::new();
     check_node(&config.node, &mut problems);
+    check_plugins(&config.plugins, &mut problems);
     let mut check = Checker::new("database", &mut problems);
     check.layer(&config.database);
     check.resolved(&config.database);
@@ -790,6 +1015,27 @@ fn check_node(node: &NodeOverrides, problems: &mut Vec<String>) {
     }
 }
 
+fn check_plugins(plugins: &BTreeMap<String, PluginGrants>, problems: &mut Vec<String>) {
+    for (name, grants) in plugins {
+        if !is_valid_identifier(name) {
+            problems.push(format!(
+                "plugins.{name}: plugin names are 1-128 chars of [A-Za-z0-9_-]"
+            ));
+        }
+        if let Some(sha) = &grants.sha256
+            && (sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            problems.push(format!("plugins.{name}.sha256 must be 64 hex digits"));
+        }
+        if grants.memory_mib.is_some_and(|m| !(1..=4096).contains(&m)) {
+            problems.push(format!("plugins.{name}.memory_mib must be 1..=4096"));
+        }
+        if grants.call_timeout.is_some_and(|d| d.is_zero()) {
+            problems.push(format!("plugins.{name}.call_timeout must be > 0"));
+        }
+    }
+}
+
 /// Collects rule violations under a location prefix such as `database`.
 struct Checker<'a> {
     prefix: String,
@@ -843,7 +1089,30 @@ impl<'a> Checker<'a> {
         for (name, target) in &db.mirror.targets {
             self.target_layer(name, target);
         }
+        for (name, hook) in &db.hooks {
+            self.hook_layer(name, hook);
+        }
         self.workers_layer(&db.compaction_workers);
+    }
+
+    fn hook_layer(&mut self, name: &str, hook: &HookOverrides) {
+        if !is_valid_identifier(name) {
+            self.push(format!(
+                "hooks.{name}: hook names are 1-128 chars of [A-Za-z0-9_-]"
+            ));
+        }
+        if let Some(plugin) = &hook.plugin
+            && !is_valid_identifier(plugin)
+        {
+            self.push(format!(
+                "hooks.{name}.plugin: plugin names are 1-128 chars of [A-Za-z0-9_-]"
+            ));
+        }
+        if let Some(services) = &hook.services
+            && let Some(dup) = first_duplicate(services)
+        {
+            self.push(format!("hooks.{name}.services lists \"{dup}\" more than once"));
+        }
     }
 
     fn coordinator_layer(&mut self, c: &CoordinatorOverrides) {
@@ -922,6 +1191,13 @@ impl<'a> Checker<'a> {
 
     /// Rules about the layered result, which no single layer can decide.
     fn resolved(&mut self, merged: &DatabaseConfig) {
+        for (name, hook) in &merged.hooks {
+            if !hook.disabled.unwrap_or(false) && hook.plugin.is_none() {
+                self.push(format!(
+                    "hooks.{name}: plugin is required unless the hook is disabled"
+                ));
+            }
+        }
         let coordinator = merged.compactor_coordinator.resolve();
         if coordinator.min_compaction_sources > coordinator.max_compaction_sources {
             self.push(format!(

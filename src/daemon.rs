@@ -69,6 +69,10 @@ pub struct NodeOptions {
     pub copiers: CopierOptions,
     /// `--max-mirror-jobs`: mirror passes and prunes at once (at least 1).
     pub max_mirror_jobs: usize,
+    /// `--plugin-dir`: where WebAssembly plugins are loaded from.
+    pub plugin_dirs: Vec<std::path::PathBuf>,
+    /// `--plugin-cache`: compiled plugins; default `~/.cache/sleet/plugins`.
+    pub plugin_cache: Option<std::path::PathBuf>,
     opener: DatabaseOpener,
 }
 
@@ -89,6 +93,8 @@ impl NodeOptions {
             services: RUNNABLE_SERVICES.to_vec(),
             copiers: CopierOptions::default(),
             max_mirror_jobs: std::thread::available_parallelism().map_or(4, |n| n.get()),
+            plugin_dirs: Vec::new(),
+            plugin_cache: None,
             opener: Arc::new(|url: &str| DatabaseHandle::open(url)),
         }
     }
@@ -96,6 +102,18 @@ impl NodeOptions {
     /// The rclone binary for `copier = "rclone"` targets (default: PATH).
     pub fn with_rclone(mut self, binary: impl Into<std::path::PathBuf>) -> Self {
         self.copiers.rclone = Some(binary.into());
+        self
+    }
+
+    /// Load WebAssembly plugins from `dirs`, caching native code in
+    /// `cache` (default `~/.cache/sleet/plugins`).
+    pub fn with_plugin_dirs(
+        mut self,
+        dirs: impl IntoIterator<Item = std::path::PathBuf>,
+        cache: Option<std::path::PathBuf>,
+    ) -> Self {
+        self.plugin_dirs = dirs.into_iter().collect();
+        self.plugin_cache = cache;
         self
     }
 
@@ -199,6 +217,7 @@ fn task_spec(
                 target: name.to_string(),
                 destination_registered: view.databases.contains_key(&target.destination),
                 destination: target.destination,
+                limits: crate::mirror::ops::target_limits(&view.fleet, target.settings),
                 settings: target.settings.clone(),
             }))
         }
@@ -300,6 +319,8 @@ struct Node {
     offered: Vec<Service>,
     heartbeat_path: Path,
     opener: DatabaseOpener,
+    /// Plugins loaded from `--plugin-dir`, if any.
+    plugins: Option<Arc<crate::plugin::PluginSet>>,
     mirror: MirrorRuntime,
     poller: ConfigPoller,
     view: FleetView,
@@ -320,7 +341,7 @@ pub async fn run_node(
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
     options.validate()?;
-    let mut node = Node::start(root, options).await;
+    let mut node = Node::start(root, options).await?;
     loop {
         node.tick().await;
         let interval = node.settings().heartbeat_interval;
@@ -334,20 +355,35 @@ pub async fn run_node(
 }
 
 impl Node {
-    async fn start(root: FleetRoot, options: NodeOptions) -> Node {
+    async fn start(root: FleetRoot, options: NodeOptions) -> Result<Node, Error> {
         let name = heartbeat::object_name(&options.node_id, &options.services);
         let heartbeat_path = root.path(&format!("{NODES_DIR}/{name}"));
         info!(node_id = %options.node_id, root = %root.url(), heartbeat = %name, "sleet node starting");
         let mut poller = ConfigPoller::new();
         let view = poller.poll(&root).await;
         log_warnings(&view);
-        Node {
+        let cache = options
+            .plugin_cache
+            .clone()
+            .or_else(crate::plugin::PluginRuntime::default_cache_dir);
+        let plugins = crate::plugin::load_dirs(
+            &options.plugin_dirs,
+            cache,
+            crate::plugin::pins(&view.fleet),
+        )
+        .await
+        .map_err(Error::Plugins)?;
+        let mut copiers = options.copiers;
+        copiers.plugins = plugins.clone();
+        copiers.node_id = options.node_id.clone();
+        Ok(Node {
             root,
             id: options.node_id,
             offered: options.services,
             heartbeat_path,
             opener: options.opener,
-            mirror: MirrorRuntime::new(options.copiers, options.max_mirror_jobs),
+            plugins,
+            mirror: MirrorRuntime::new(copiers, options.max_mirror_jobs),
             poller,
             view,
             last_poll: Instant::now(),
@@ -356,7 +392,7 @@ impl Node {
             tasks: JoinSet::new(),
             board: TaskBoard::default(),
             next_instance: 0,
-        }
+        })
     }
 
     fn settings(&self) -> NodeSettings {
@@ -389,6 +425,7 @@ impl Node {
         let (counts, failing) = self.board.summary(&self.offered);
         let mut body = HeartbeatBody::new(&self.id, counts);
         body.failing = failing;
+        body.plugins = self.plugins.as_ref().map(|p| p.infos()).unwrap_or_default();
         let bytes = serde_json::to_vec(&body).expect("heartbeat bodies serialize");
         if let Err(e) = self
             .root

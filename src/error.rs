@@ -43,6 +43,8 @@ pub enum Error {
     Mirror(#[from] crate::mirror::MirrorError),
     #[error("mirror verify found {problems} problems at {url}")]
     VerifyFailed { url: String, problems: usize },
+    #[error("failed to load plugins: {0}")]
+    Plugins(String),
     #[error("{failed} of {total} config files have problems")]
     ConfigCheckFailed { failed: usize, total: usize },
 }

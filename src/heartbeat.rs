@@ -90,6 +90,13 @@ pub struct HeartbeatBody {
     /// Added after sleet 0.1.0, whose readers ignore it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failing: Vec<TaskFailure>,
+    /// Plugins the node loaded (name, sha256, kind), so `status` can tell
+    /// which nodes lack a plugin the config names. Added after 0.1.0.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plugins: Vec<crate::plugin::PluginInfo>,
+    /// Runs a hook deferred, with the reason (a bounded sample).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<TaskFailure>,
 }
 
 /// A task that failed and waits to retry.
@@ -123,6 +130,8 @@ impl HeartbeatBody {
             slatedb_version: crate::SLATEDB_VERSION.to_string(),
             services,
             failing: Vec::new(),
+            plugins: Vec::new(),
+            skipped: Vec::new(),
         }
     }
 }

@@ -31,6 +31,7 @@ pub mod heartbeat;
 pub mod mirror;
 pub mod ownership;
 pub mod placement;
+pub mod plugin;
 pub mod registry;
 pub mod response;
 pub mod root;

@@ -40,11 +40,10 @@ impl Copier for BuiltinCopier {
         progress: &CopyProgress,
         cancel: &CancellationToken,
     ) -> Result<CopyReport, CopyError> {
-        let server_side = batch.source.shares_store_with(batch.destination);
         let (source, destination) = (batch.source, batch.destination);
         let work = futures::stream::iter(batch.objects.iter().cloned())
             .map(|name: String| async move {
-                let outcome = copy_object(source, destination, &name, server_side).await;
+                let outcome = copy_object(source, destination, &name).await;
                 if let ObjectOutcome::Copied { bytes } = &outcome {
                     progress.record(1, bytes.unwrap_or(0));
                 }
@@ -61,29 +60,28 @@ impl Copier for BuiltinCopier {
 
 /// Copies one object, overwriting. Re-copies are harmless: data objects
 /// are immutable under their names.
-async fn copy_object(
-    source: &StoreRoot,
-    destination: &StoreRoot,
-    name: &str,
-    server_side: bool,
-) -> ObjectOutcome {
-    let from = source.path(name);
-    let to = destination.path(name);
-    let result = if server_side {
-        server_side_copy(source.store.as_ref(), &from, &to).await
-    } else {
-        stream_copy(
-            source.store.as_ref(),
-            destination.store.as_ref(),
-            &from,
-            &to,
-        )
-        .await
-    };
-    match result {
+async fn copy_object(source: &StoreRoot, destination: &StoreRoot, name: &str) -> ObjectOutcome {
+    match copy_between(source, name, destination, name).await {
         Ok(bytes) => ObjectOutcome::Copied { bytes: Some(bytes) },
         Err(object_store::Error::NotFound { .. }) => ObjectOutcome::Missing,
         Err(e) => ObjectOutcome::Failed(e.to_string()),
+    }
+}
+
+/// Copies `from` under `source` to `to` under `destination` the cheapest
+/// way (server-side within one store, streaming otherwise); returns the
+/// bytes copied. Plugins' `copy-to` runs through here.
+pub async fn copy_between(
+    source: &StoreRoot,
+    from: &str,
+    destination: &StoreRoot,
+    to: &str,
+) -> object_store::Result<u64> {
+    let (from, to) = (source.path(from), destination.path(to));
+    if source.shares_store_with(destination) {
+        server_side_copy(source.store.as_ref(), &from, &to).await
+    } else {
+        stream_copy(source.store.as_ref(), destination.store.as_ref(), &from, &to).await
     }
 }
 

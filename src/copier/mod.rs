@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::CopierKind;
+use crate::config::{CopierKind, MirrorTargetSettings, PluginLimits};
+use crate::plugin::{PluginError, PluginSet, check_pin};
 use crate::store::StoreRoot;
 
 /// Names a copier may be handed: data objects only.
@@ -135,13 +136,42 @@ pub trait Copier: Send + Sync + std::fmt::Debug {
 pub struct CopierOptions {
     /// The rclone binary (`--rclone`); `rclone` on PATH when unset.
     pub rclone: Option<std::path::PathBuf>,
+    /// Plugins loaded from `--plugin-dir`, for `copier = "plugin:<name>"`.
+    pub plugins: Option<Arc<PluginSet>>,
+    /// This node's id, for messages about plugins it lacks.
+    pub node_id: String,
 }
 
-/// The copier a target's `copier` setting names.
-pub fn for_kind(kind: CopierKind, parallelism: u32, options: &CopierOptions) -> Arc<dyn Copier> {
-    match kind {
+/// The copier a target's settings name. A plugin copier is checked first:
+/// its file must match any pinned sha256 and its `configure` must accept
+/// the target's `copier_config`.
+pub async fn for_target(
+    settings: &MirrorTargetSettings,
+    limits: &PluginLimits,
+    options: &CopierOptions,
+) -> Result<Arc<dyn Copier>, PluginError> {
+    let parallelism = settings.copy_parallelism;
+    Ok(match &settings.copier {
         CopierKind::Builtin => Arc::new(builtin::BuiltinCopier::new(parallelism)),
         CopierKind::Rclone => Arc::new(rclone::RcloneCopier::new(options.rclone.clone())),
         CopierKind::External => Arc::new(builtin::ExternalCopier::new(parallelism)),
-    }
+        CopierKind::Plugin(name) => {
+            let Some(plugins) = &options.plugins else {
+                return Err(PluginError::NotLoaded {
+                    name: name.clone(),
+                    node: options.node_id.clone(),
+                    detail: " (it runs without --plugin-dir)".into(),
+                });
+            };
+            let plugin = plugins.copier(name, &options.node_id)?;
+            check_pin(plugin.info(), limits.sha256.as_deref())?;
+            let info = plugin.check(&settings.copier_config, limits).await?;
+            Arc::new(plugin.copier(
+                settings.copier_config.clone(),
+                limits.clone(),
+                parallelism,
+                info.max_batch,
+            ))
+        }
+    })
 }

@@ -52,6 +52,8 @@ pub enum MirrorError {
     Copy(CopyError),
     #[error(transparent)]
     Service(#[from] ServiceError),
+    #[error(transparent)]
+    Plugin(#[from] crate::plugin::PluginError),
     #[error("destination {url} is not empty; restore never deletes, pick a fresh root")]
     DestinationNotEmpty { url: String },
     #[error("no restore point {at}: {reason}")]

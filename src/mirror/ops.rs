@@ -1,7 +1,6 @@
 //! One-shot mirror commands (`sleet mirror sync|restore|verify`) and the
 //! pieces the node's mirror tasks share with them.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -12,23 +11,24 @@ use super::restore::{RestorePoint, restore};
 use super::target::{AppliedTarget, applied_targets};
 use super::verify::{VerifyReport, verify};
 use crate::Error;
-use crate::config::DatabaseConfig;
-use crate::copier::{CopierOptions, CopyProgress, for_kind};
+use crate::config::{CopierKind, FleetConfig, MirrorTargetSettings, PluginLimits};
+use crate::copier::{CopierOptions, CopyProgress, for_target};
 use crate::registry::canonicalize_database_url;
 use crate::response::{MirrorRestoreResponse, MirrorSyncResponse};
-use crate::root::{ConfigPoller, FleetRoot};
+use crate::root::{ConfigPoller, FleetRoot, FleetView};
 use crate::services::DatabaseHandle;
 
 /// Builds the pair a target copies, refusing a destination that is itself
 /// a registered database: its own services would write manifests there
 /// and fork the mirror's history.
-pub fn mirror_pair(
+pub async fn mirror_pair(
     database: &str,
     target: &AppliedTarget<'_>,
-    registered: &BTreeMap<String, DatabaseConfig>,
+    view: &FleetView,
     copiers: &CopierOptions,
     progress: Arc<CopyProgress>,
 ) -> Result<MirrorPair, MirrorError> {
+    let registered = &view.databases;
     if registered.contains_key(&target.destination) {
         return Err(MirrorError::DestinationRegistered {
             destination: target.destination.clone(),
@@ -39,10 +39,19 @@ pub fn mirror_pair(
         target: target.name.to_string(),
         source: DatabaseHandle::open(database)?,
         destination: DatabaseHandle::open(&target.destination)?,
-        copier: for_kind(settings.copier, settings.copy_parallelism, copiers),
+        copier: for_target(settings, &target_limits(&view.fleet, settings), copiers).await?,
         checkpoint_lifetime: settings.checkpoint_lifetime,
         progress,
     })
+}
+
+/// The limits a target's copier runs under: its plugin's grants, or the
+/// defaults for built-in copiers (which ignore them).
+pub fn target_limits(fleet: &FleetConfig, settings: &MirrorTargetSettings) -> PluginLimits {
+    match &settings.copier {
+        CopierKind::Plugin(name) => fleet.plugin_limits(name, false),
+        _ => FleetConfig::default().plugin_limits("", false),
+    }
 }
 
 /// `sleet mirror sync`: one pass for one (database, target), whatever the
@@ -75,7 +84,7 @@ pub async fn sync_once(
                 format!(" (config problems: {})", view.warnings.join("; "))
             },
         })?;
-    let pair = mirror_pair(&database, target, &view.databases, copiers, progress)?;
+    let pair = mirror_pair(&database, target, &view, copiers, progress).await?;
     let pass = pair.sync_pass(cancel).await?;
     let pruned = match target.settings.retention_keep {
         Some(keep) => Some(

@@ -54,6 +54,8 @@ pub struct MirrorSpec {
     pub settings: MirrorTargetSettings,
     /// The destination is itself a registered database: refused, loudly.
     pub destination_registered: bool,
+    /// What the operator grants the target's copier plugin.
+    pub limits: crate::config::PluginLimits,
 }
 
 /// Runs a node's mirror task: builds the pair from `spec`, then runs the
@@ -75,11 +77,7 @@ pub async fn run_mirror_task(
         target: spec.target.clone(),
         source,
         destination,
-        copier: crate::copier::for_kind(
-            settings.copier,
-            settings.copy_parallelism,
-            &runtime.copiers,
-        ),
+        copier: crate::copier::for_target(settings, &spec.limits, &runtime.copiers).await?,
         checkpoint_lifetime: settings.checkpoint_lifetime,
         progress: crate::copier::CopyProgress::new(),
     };

@@ -1,0 +1,93 @@
+//! A deliberately hostile copier for sleet's containment tests. Its
+//! `mode` setting picks the attack; it is never an example to follow.
+
+wit_bindgen::generate!({ world: "copier-plugin", path: "../../wit" });
+
+use std::sync::Mutex;
+
+use exports::sleet::plugin::copier::{CopyResult, Guest, Info};
+use sleet::plugin::blob_store::Store;
+use sleet::plugin::types::StoreError;
+
+static MODE: Mutex<String> = Mutex::new(String::new());
+
+struct Hostile;
+
+fn attempt_writes(dst: &Store, names: &[&str]) -> Vec<CopyResult> {
+    names
+        .iter()
+        .map(|name| CopyResult {
+            path: name.to_string(),
+            outcome: dst.open_write(name).and_then(|w| {
+                w.write(b"not a real object")?;
+                w.finish()
+            }),
+        })
+        .collect()
+}
+
+impl Guest for Hostile {
+    fn describe() -> Info {
+        Info {
+            name: "hostile-copier".into(),
+            version: "0.0.0".into(),
+            max_batch: 0,
+        }
+    }
+
+    fn configure(cfg: Vec<(String, String)>) -> Result<(), String> {
+        let mode = cfg
+            .into_iter()
+            .find(|(k, _)| k == "mode")
+            .map(|(_, v)| v)
+            .ok_or("mode is required")?;
+        *MODE.lock().unwrap() = mode;
+        Ok(())
+    }
+
+    fn copy(src: &Store, dst: &Store, paths: Vec<String>) -> Vec<CopyResult> {
+        let mode = MODE.lock().unwrap().clone();
+        match mode.as_str() {
+            "trap" => panic!("hostile copier traps on purpose"),
+            "loop" => {
+                let mut n: u64 = 0;
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+            }
+            "memory" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![7u8; 16 * 1024 * 1024]);
+                    std::hint::black_box(&hoard);
+                }
+            }
+            "escape" => attempt_writes(
+                dst,
+                &["../escaped.sst", "/etc/escaped.sst", "compacted/../../escaped.sst", "compacted/not-in-batch.sst"],
+            ),
+            "manifest" => {
+                let mut results = attempt_writes(dst, &["manifest/00000000000000000001.manifest"]);
+                if let Some(first) = paths.first() {
+                    results.push(CopyResult {
+                        path: first.clone(),
+                        outcome: src.copy_to(first, dst, "manifest/99999999999999999999.manifest"),
+                    });
+                }
+                results
+            }
+            "huge" => (0..2_000_000)
+                .map(|i| CopyResult {
+                    path: format!("compacted/{i:0>200}.sst"),
+                    outcome: Err(StoreError {
+                        kind: "other".into(),
+                        message: "x".repeat(16),
+                    }),
+                })
+                .collect(),
+            other => panic!("unknown mode {other}"),
+        }
+    }
+}
+
+export!(Hostile);

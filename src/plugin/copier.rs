@@ -1,0 +1,255 @@
+//! Copier plugins behind sleet's [`Copier`] trait: each batch runs in a
+//! fresh instance, with handles scoped to the batch's objects.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+use wasmtime::component::{Component, HasSelf, Linker, Resource};
+
+use super::bindings::copier_world::{CopierPlugin as Bindings, CopierPluginPre};
+use super::bindings::copier_world::exports::sleet::plugin::copier::Info;
+use super::host::{HostState, Scope};
+use super::runtime::{PluginRuntime, with_deadline};
+use super::{PluginError, PluginInfo};
+use crate::config::PluginLimits;
+use crate::copier::{CopyBatch, CopyError, CopyProgress, CopyReport, Copier, ObjectOutcome};
+
+/// Paths per call when the plugin states no preference.
+const DEFAULT_BATCH: usize = 256;
+/// Paths per call at most, whatever the plugin asks for.
+const MAX_BATCH: usize = 4096;
+
+/// A compiled copier plugin.
+pub struct CopierPlugin {
+    runtime: Arc<PluginRuntime>,
+    info: PluginInfo,
+    pre: CopierPluginPre<HostState>,
+}
+
+impl CopierPlugin {
+    pub(super) fn new(
+        runtime: Arc<PluginRuntime>,
+        info: PluginInfo,
+        component: &Component,
+    ) -> Result<CopierPlugin, PluginError> {
+        let link_error = |e: wasmtime::Error| PluginError::Load {
+            name: info.name.clone(),
+            message: format!("{e:#}"),
+        };
+        let mut linker = Linker::new(runtime.engine());
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link_error)?;
+        Bindings::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(link_error)?;
+        let pre = linker
+            .instantiate_pre(component)
+            .and_then(CopierPluginPre::new)
+            .map_err(link_error)?;
+        Ok(CopierPlugin { runtime, info, pre })
+    }
+
+    pub fn info(&self) -> &PluginInfo {
+        &self.info
+    }
+
+    /// Instantiates, configures and describes the plugin: what
+    /// `sleet plugin check` and task start run to catch bad config early.
+    pub async fn check(
+        &self,
+        config: &[(String, String)],
+        limits: &PluginLimits,
+    ) -> Result<Info, PluginError> {
+        let name = &self.info.name;
+        let mut store = self.runtime.store(name, limits.memory_bytes, Scope::default());
+        let call = async {
+            let instance = self.pre.instantiate_async(&mut store).await?;
+            let copier = instance.sleet_plugin_copier();
+            let configured = copier.call_configure(&mut store, &config.to_vec()).await?;
+            let info = copier.call_describe(&mut store).await?;
+            Ok((configured, info))
+        };
+        match with_deadline(name, limits.call_timeout, call).await? {
+            (Err(message), _) => Err(PluginError::Config {
+                name: name.clone(),
+                message,
+            }),
+            (Ok(()), info) => Ok(info),
+        }
+    }
+
+    /// A [`Copier`] running this plugin with `config` under `limits`.
+    pub fn copier(
+        self: &Arc<Self>,
+        config: Vec<(String, String)>,
+        limits: PluginLimits,
+        parallelism: u32,
+        max_batch: u32,
+    ) -> WasmCopier {
+        let batch_size = match max_batch as usize {
+            0 => DEFAULT_BATCH,
+            n => n.min(MAX_BATCH),
+        };
+        WasmCopier {
+            plugin: self.clone(),
+            config,
+            limits,
+            parallelism: parallelism.max(1) as usize,
+            batch_size,
+        }
+    }
+
+    /// Runs one batch in a fresh instance.
+    async fn run_batch(
+        &self,
+        batch: CopyBatch<'_>,
+        objects: &[String],
+        config: &[(String, String)],
+        limits: &PluginLimits,
+    ) -> Result<(Vec<(String, ObjectOutcome)>, u64), PluginError> {
+        let name = &self.info.name;
+        let mut store = self.runtime.store(name, limits.memory_bytes, Scope::new(objects));
+        let bytes_written = store.data().bytes_written.clone();
+        let src = store.data_mut().push_store(batch.source.clone(), false);
+        let dst = store.data_mut().push_store(batch.destination.clone(), true);
+        let (src, dst) = match (src, dst) {
+            (Ok(src), Ok(dst)) => (src, dst),
+            (Err(e), _) | (_, Err(e)) => return Err(super::runtime::call_error(name, e)),
+        };
+        let paths = objects.to_vec();
+        let call = async {
+            let instance = self.pre.instantiate_async(&mut store).await?;
+            let copier = instance.sleet_plugin_copier();
+            if let Err(message) = copier.call_configure(&mut store, &config.to_vec()).await? {
+                return Ok(Err(message));
+            }
+            let src = Resource::new_borrow(src.rep());
+            let dst = Resource::new_borrow(dst.rep());
+            Ok(Ok(copier.call_copy(&mut store, src, dst, &paths).await?))
+        };
+        let results = match with_deadline(name, limits.call_timeout, call).await? {
+            Err(message) => {
+                return Err(PluginError::Config {
+                    name: name.clone(),
+                    message,
+                });
+            }
+            Ok(results) => results,
+        };
+        let outcomes = self.check_results(objects, results)?;
+        Ok((outcomes, bytes_written.load(Ordering::Relaxed)))
+    }
+
+    /// Exactly one result per batch object, in batch order.
+    fn check_results(
+        &self,
+        objects: &[String],
+        results: Vec<super::bindings::copier_world::exports::sleet::plugin::copier::CopyResult>,
+    ) -> Result<Vec<(String, ObjectOutcome)>, PluginError> {
+        let protocol = |message: String| PluginError::Protocol {
+            name: self.info.name.clone(),
+            message,
+        };
+        if results.len() != objects.len() {
+            return Err(protocol(format!(
+                "returned {} results for a batch of {} objects",
+                results.len(),
+                objects.len()
+            )));
+        }
+        let mut by_path = std::collections::BTreeMap::new();
+        for result in results {
+            by_path.insert(result.path, result.outcome);
+        }
+        let expected: BTreeSet<&String> = objects.iter().collect();
+        if by_path.len() != objects.len() || by_path.keys().any(|p| !expected.contains(p)) {
+            return Err(protocol(
+                "results do not name each object of the batch exactly once".into(),
+            ));
+        }
+        Ok(objects
+            .iter()
+            .map(|path| {
+                let outcome = match by_path.remove(path).expect("checked above") {
+                    Ok(meta) => ObjectOutcome::Copied {
+                        bytes: Some(meta.size),
+                    },
+                    Err(e) if e.kind == "not-found" => ObjectOutcome::Missing,
+                    Err(e) => ObjectOutcome::Failed(format!(
+                        "plugin {}: {}: {}",
+                        self.info.name, e.kind, e.message
+                    )),
+                };
+                (path.clone(), outcome)
+            })
+            .collect())
+    }
+}
+
+/// A copier plugin with its target's config and the operator's limits.
+pub struct WasmCopier {
+    plugin: Arc<CopierPlugin>,
+    config: Vec<(String, String)>,
+    limits: PluginLimits,
+    parallelism: usize,
+    batch_size: usize,
+}
+
+impl std::fmt::Debug for WasmCopier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmCopier")
+            .field("plugin", &self.plugin.info.name)
+            .finish()
+    }
+}
+
+#[async_trait]
+impl Copier for WasmCopier {
+    fn name(&self) -> String {
+        format!("plugin:{}", self.plugin.info.name)
+    }
+
+    async fn copy(
+        &self,
+        batch: CopyBatch<'_>,
+        progress: &CopyProgress,
+        cancel: &CancellationToken,
+    ) -> Result<CopyReport, CopyError> {
+        let chunks: Vec<Vec<String>> = batch
+            .objects
+            .chunks(self.batch_size)
+            .map(<[String]>::to_vec)
+            .collect();
+        let runs = futures::stream::iter(chunks)
+            .map(|objects: Vec<String>| async move {
+                let ran = self
+                    .plugin
+                    .run_batch(batch, &objects, &self.config, &self.limits)
+                    .await;
+                if let Ok((outcomes, bytes)) = &ran {
+                    let copied = outcomes
+                        .iter()
+                        .filter(|(_, o)| matches!(o, ObjectOutcome::Copied { .. }))
+                        .count();
+                    progress.record(copied as u64, *bytes);
+                }
+                ran
+            })
+            .buffered(self.parallelism)
+            .collect::<Vec<_>>();
+        let runs = tokio::select! {
+            runs = runs => runs,
+            () = cancel.cancelled() => return Err(CopyError::Cancelled),
+        };
+        let mut outcomes = Vec::with_capacity(batch.objects.len());
+        for run in runs {
+            let (batch_outcomes, _) = run.map_err(|e| CopyError::Failed {
+                copier: self.name(),
+                message: e.to_string(),
+            })?;
+            outcomes.extend(batch_outcomes);
+        }
+        Ok(CopyReport { outcomes })
+    }
+}

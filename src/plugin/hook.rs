@@ -1,0 +1,192 @@
+//! Hook plugins: asked before every task run and mirror pass whether it
+//! may go ahead, and told how it went afterwards. Each call runs in a
+//! fresh instance.
+
+use std::sync::Arc;
+
+use wasmtime::component::{Component, HasSelf, Linker};
+
+use super::bindings::hook_world::exports::sleet::plugin::hook::{
+    Decision as WitDecision, Outcome as WitOutcome, TaskContext,
+};
+use super::bindings::hook_world::{HookPlugin as Bindings, HookPluginPre};
+use super::host::{HostState, Scope};
+use super::runtime::{PluginRuntime, with_deadline};
+use super::{PluginError, PluginInfo};
+use crate::config::PluginLimits;
+
+/// What a run is, for a hook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunContext {
+    pub database: String,
+    pub service: crate::Service,
+    pub target: Option<String>,
+    /// `"task"` or `"mirror-pass"`.
+    pub run: &'static str,
+    pub node_id: String,
+    pub attempt: u32,
+    pub last_error: Option<String>,
+    pub now: chrono::DateTime<chrono::Utc>,
+}
+
+/// A hook's answer before a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    Skip(String),
+    Fail(String),
+}
+
+/// How a run ended, for `post-task`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOutcome {
+    /// `"ok"`, `"error"`, `"cancelled"` or `"skipped"`.
+    pub status: &'static str,
+    pub error: Option<String>,
+    pub duration: std::time::Duration,
+}
+
+/// A compiled hook plugin.
+pub struct HookPlugin {
+    runtime: Arc<PluginRuntime>,
+    info: PluginInfo,
+    pre: HookPluginPre<HostState>,
+}
+
+impl RunContext {
+    fn to_wit(&self) -> TaskContext {
+        TaskContext {
+            database: self.database.clone(),
+            service: self.service.to_string(),
+            target: self.target.clone(),
+            run: self.run.to_string(),
+            node_id: self.node_id.clone(),
+            attempt: self.attempt,
+            last_error: self.last_error.clone(),
+            now_unix_ms: self.now.timestamp_millis().max(0) as u64,
+        }
+    }
+}
+
+impl HookPlugin {
+    pub(super) fn new(
+        runtime: Arc<PluginRuntime>,
+        info: PluginInfo,
+        component: &Component,
+    ) -> Result<HookPlugin, PluginError> {
+        let link_error = |e: wasmtime::Error| PluginError::Load {
+            name: info.name.clone(),
+            message: format!("{e:#}"),
+        };
+        let mut linker = Linker::new(runtime.engine());
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link_error)?;
+        Bindings::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(link_error)?;
+        let pre = linker
+            .instantiate_pre(component)
+            .and_then(HookPluginPre::new)
+            .map_err(link_error)?;
+        Ok(HookPlugin { runtime, info, pre })
+    }
+
+    pub fn info(&self) -> &PluginInfo {
+        &self.info
+    }
+
+    /// Instantiates and configures the plugin (`sleet plugin check`).
+    pub async fn check(
+        &self,
+        config: &[(String, String)],
+        limits: &PluginLimits,
+    ) -> Result<(), PluginError> {
+        self.call(config, limits, HookCall::Configure).await.map(|_| ())
+    }
+
+    /// Asks whether the run may start.
+    pub async fn pre_run(
+        &self,
+        config: &[(String, String)],
+        limits: &PluginLimits,
+        context: &RunContext,
+    ) -> Result<Decision, PluginError> {
+        let ctx = context.to_wit();
+        let decision = self.call(config, limits, HookCall::Pre(&ctx)).await?;
+        Ok(match decision {
+            None | Some(WitDecision::Allow) => Decision::Allow,
+            Some(WitDecision::Skip(reason)) => Decision::Skip(truncate(reason)),
+            Some(WitDecision::Fail(reason)) => Decision::Fail(truncate(reason)),
+        })
+    }
+
+    /// Reports how the run went.
+    pub async fn post_run(
+        &self,
+        config: &[(String, String)],
+        limits: &PluginLimits,
+        context: &RunContext,
+        outcome: &RunOutcome,
+    ) -> Result<(), PluginError> {
+        let ctx = context.to_wit();
+        let outcome = WitOutcome {
+            status: outcome.status.to_string(),
+            error: outcome.error.clone(),
+            duration_ms: outcome.duration.as_millis() as u64,
+        };
+        self.call(config, limits, HookCall::Post(&ctx, &outcome))
+            .await
+            .map(|_| ())
+    }
+
+    /// A fresh instance, `configure`, then the call, all under the deadline.
+    async fn call(
+        &self,
+        config: &[(String, String)],
+        limits: &PluginLimits,
+        what: HookCall<'_>,
+    ) -> Result<Option<WitDecision>, PluginError> {
+        let name = &self.info.name;
+        let mut store = self.runtime.store(name, limits.memory_bytes, Scope::default());
+        let call = async {
+            let instance = self.pre.instantiate_async(&mut store).await?;
+            let hook = instance.sleet_plugin_hook();
+            if let Err(message) = hook.call_configure(&mut store, &config.to_vec()).await? {
+                return Ok(Err(message));
+            }
+            let reply = match what {
+                HookCall::Configure => None,
+                HookCall::Pre(ctx) => Some(hook.call_pre_task(&mut store, ctx).await?),
+                HookCall::Post(ctx, outcome) => {
+                    hook.call_post_task(&mut store, ctx, outcome).await?;
+                    None
+                }
+            };
+            Ok(Ok(reply))
+        };
+        match with_deadline(name, limits.call_timeout, call).await? {
+            Ok(reply) => Ok(reply),
+            Err(message) => Err(PluginError::Config {
+                name: name.clone(),
+                message,
+            }),
+        }
+    }
+}
+
+/// Which export a hook call makes after `configure`.
+enum HookCall<'a> {
+    Configure,
+    Pre(&'a TaskContext),
+    Post(&'a TaskContext, &'a WitOutcome),
+}
+
+/// Reasons end up in heartbeats and status lines: keep them short.
+fn truncate(reason: String) -> String {
+    const MAX: usize = 512;
+    if reason.len() <= MAX {
+        return reason;
+    }
+    let mut end = MAX;
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &reason[..end])
+}

@@ -1,0 +1,184 @@
+//! One wasmtime engine per process: compilation (through an on-disk cache
+//! of native code the node compiled itself), an epoch ticker so a busy
+//! plugin yields to tokio, and the per-call store with its limits.
+
+use std::hash::{Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::component::Component;
+use wasmtime::{Config, Engine, Store};
+
+use super::PluginError;
+use super::host::{HostState, Scope};
+
+/// How often the engine's epoch advances; a running plugin yields to the
+/// async runtime at each tick.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// The engine and the compile cache.
+pub struct PluginRuntime {
+    engine: Engine,
+    cache_dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for PluginRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginRuntime")
+            .field("cache_dir", &self.cache_dir)
+            .finish()
+    }
+}
+
+/// Whether `bytes` is a WebAssembly component (not a core module, not
+/// something else): the magic number then the component layer.
+pub fn is_component(bytes: &[u8]) -> bool {
+    bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[6..8] == [0x01, 0x00] && bytes[4] != 0x01
+}
+
+impl PluginRuntime {
+    /// An engine with epoch interruption, and native code cached under
+    /// `cache_dir` (not cached when `None`).
+    pub fn new(cache_dir: Option<PathBuf>) -> Result<Arc<PluginRuntime>, String> {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).map_err(|e| format!("failed to start wasmtime: {e}"))?;
+        start_epoch_ticker(&engine);
+        if let Some(dir) = &cache_dir {
+            create_private_dir(dir)
+                .map_err(|e| format!("plugin cache {}: {e}", dir.display()))?;
+        }
+        Ok(Arc::new(PluginRuntime { engine, cache_dir }))
+    }
+
+    /// The default cache: `$XDG_CACHE_HOME/sleet/plugins` or
+    /// `~/.cache/sleet/plugins`, never a shared temporary directory
+    /// (cached native code is trusted when loaded).
+    pub fn default_cache_dir() -> Option<PathBuf> {
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+        Some(base.join("sleet").join("plugins"))
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The component for `bytes`: from the cache when this engine compiled
+    /// it before, else compiled now (and cached).
+    pub fn compile(&self, name: &str, bytes: &[u8], sha256: &str) -> Result<Component, PluginError> {
+        let load_error = |message: String| PluginError::Load {
+            name: name.into(),
+            message,
+        };
+        let Some(dir) = &self.cache_dir else {
+            return Component::new(&self.engine, bytes).map_err(|e| load_error(format!("{e:#}")));
+        };
+        let cached = dir.join(format!("{sha256}-{}.cwasm", self.compatibility()));
+        if cached.exists() {
+            // Safety: the cache holds only files this node compiled and
+            // wrote itself, named by the wasm's hash and this engine's
+            // compatibility hash.
+            match unsafe { Component::deserialize_file(&self.engine, &cached) } {
+                Ok(component) => return Ok(component),
+                Err(e) => tracing::warn!(plugin = name, "ignoring unusable cache entry {}: {e}", cached.display()),
+            }
+        }
+        let native = self
+            .engine
+            .precompile_component(bytes)
+            .map_err(|e| load_error(format!("{e:#}")))?;
+        if let Err(e) = write_atomically(&cached, &native) {
+            tracing::warn!(plugin = name, "failed to cache compiled plugin at {}: {e}", cached.display());
+        }
+        // Safety: `native` was produced by this engine just now.
+        unsafe { Component::deserialize(&self.engine, &native) }.map_err(|e| load_error(format!("{e:#}")))
+    }
+
+    /// This engine's precompiled-code compatibility, as a short hex tag.
+    fn compatibility(&self) -> String {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.engine.precompile_compatibility_hash().hash(&mut hasher);
+        format!("{:016x}", hasher.finish())
+    }
+
+    /// The component's exported interface names.
+    pub fn export_names(&self, component: &Component) -> Vec<String> {
+        component
+            .component_type()
+            .exports(&self.engine)
+            .map(|(name, _)| name.to_string())
+            .collect()
+    }
+
+    /// A fresh store for one call: the plugin's memory cap, and an epoch
+    /// deadline that yields at every tick rather than trapping (the
+    /// caller's wall-clock timeout ends a runaway call).
+    pub fn store(&self, plugin: &str, memory_bytes: u64, scope: Scope) -> Store<HostState> {
+        let mut store = Store::new(&self.engine, HostState::new(plugin, memory_bytes, scope));
+        store.limiter(|state| state.limiter());
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_async_yield_and_update(1);
+        store
+    }
+}
+
+/// Advances the engine's epoch every tick until the engine is dropped.
+fn start_epoch_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("sleet-plugin-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })
+        .expect("the epoch ticker thread starts");
+}
+
+fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to a temporary name beside `path`, then renames it.
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    let mut file = tempfile::NamedTempFile::new_in(dir)?;
+    std::io::Write::write_all(&mut file, bytes)?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Maps a failed call to a plugin error that names the plugin.
+pub fn call_error(name: &str, e: wasmtime::Error) -> PluginError {
+    PluginError::Trap {
+        name: name.into(),
+        message: format!("{:#}", e.root_cause()),
+    }
+}
+
+/// Runs one call under the plugin's wall-clock limit.
+pub async fn with_deadline<T>(
+    name: &str,
+    timeout: Duration,
+    call: impl Future<Output = wasmtime::Result<T>>,
+) -> Result<T, PluginError> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(call_error(name, e)),
+        Err(_) => Err(PluginError::Timeout {
+            name: name.into(),
+            after: timeout,
+        }),
+    }
+}
