@@ -11,11 +11,11 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::copier::{CopierOptions, CopyProgress};
-use crate::plugin::PluginRuntime;
 use crate::daemon::RUNNABLE_SERVICES;
 use crate::mirror::ops;
 use crate::mirror::restore::RestorePoint;
 use crate::mirror::verify::VerifyReport;
+use crate::plugin::PluginRuntime;
 use crate::response::{MirrorRestoreResponse, MirrorSyncResponse};
 use crate::service::{Service, first_duplicate};
 use crate::{
@@ -246,9 +246,13 @@ async fn run_mirror(command: MirrorCommand) -> Result<(), Error> {
             let fleet = Fleet::open(&root)?;
             let copiers = CopierOptions {
                 rclone,
-                plugins: crate::plugin::load_dirs(&plugin_dirs, PluginRuntime::default_cache_dir(), Default::default())
-                    .await
-                    .map_err(Error::CliUsage)?,
+                plugins: crate::plugin::load_dirs(
+                    &plugin_dirs,
+                    PluginRuntime::default_cache_dir(),
+                    Default::default(),
+                )
+                .await
+                .map_err(Error::CliUsage)?,
                 node_id: "sleet mirror sync".into(),
             };
             let progress = CopyProgress::new();

@@ -786,8 +786,12 @@ impl MirrorTargetOverrides {
             disabled, mode, copier, poll, interval, min_age, checkpoint_lifetime,
             copy_parallelism);
         overlay_fields!(self.retention, upper.retention; keep);
-        self.copier_config
-            .extend(upper.copier_config.iter().map(|(k, v)| (k.clone(), v.clone())));
+        self.copier_config.extend(
+            upper
+                .copier_config
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
     }
 
     fn resolve(&self) -> MirrorTargetSettings {
@@ -1111,7 +1115,9 @@ impl<'a> Checker<'a> {
         if let Some(services) = &hook.services
             && let Some(dup) = first_duplicate(services)
         {
-            self.push(format!("hooks.{name}.services lists \"{dup}\" more than once"));
+            self.push(format!(
+                "hooks.{name}.services lists \"{dup}\" more than once"
+            ));
         }
     }
 

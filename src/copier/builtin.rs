@@ -81,7 +81,13 @@ pub async fn copy_between(
     if source.shares_store_with(destination) {
         server_side_copy(source.store.as_ref(), &from, &to).await
     } else {
-        stream_copy(source.store.as_ref(), destination.store.as_ref(), &from, &to).await
+        stream_copy(
+            source.store.as_ref(),
+            destination.store.as_ref(),
+            &from,
+            &to,
+        )
+        .await
     }
 }
 

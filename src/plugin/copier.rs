@@ -10,13 +10,13 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::{Component, HasSelf, Linker, Resource};
 
-use super::bindings::copier_world::{CopierPlugin as Bindings, CopierPluginPre};
 use super::bindings::copier_world::exports::sleet::plugin::copier::Info;
+use super::bindings::copier_world::{CopierPlugin as Bindings, CopierPluginPre};
 use super::host::{HostState, Scope};
 use super::runtime::{PluginRuntime, with_deadline};
 use super::{PluginError, PluginInfo};
 use crate::config::PluginLimits;
-use crate::copier::{CopyBatch, CopyError, CopyProgress, CopyReport, Copier, ObjectOutcome};
+use crate::copier::{Copier, CopyBatch, CopyError, CopyProgress, CopyReport, ObjectOutcome};
 
 /// Paths per call when the plugin states no preference.
 const DEFAULT_BATCH: usize = 256;
@@ -62,7 +62,9 @@ impl CopierPlugin {
         limits: &PluginLimits,
     ) -> Result<Info, PluginError> {
         let name = &self.info.name;
-        let mut store = self.runtime.store(name, limits.memory_bytes, Scope::default());
+        let mut store = self
+            .runtime
+            .store(name, limits.memory_bytes, Scope::default());
         let call = async {
             let instance = self.pre.instantiate_async(&mut store).await?;
             let copier = instance.sleet_plugin_copier();
@@ -109,7 +111,9 @@ impl CopierPlugin {
         limits: &PluginLimits,
     ) -> Result<(Vec<(String, ObjectOutcome)>, u64), PluginError> {
         let name = &self.info.name;
-        let mut store = self.runtime.store(name, limits.memory_bytes, Scope::new(objects));
+        let mut store = self
+            .runtime
+            .store(name, limits.memory_bytes, Scope::new(objects));
         let bytes_written = store.data().bytes_written.clone();
         let src = store.data_mut().push_store(batch.source.clone(), false);
         let dst = store.data_mut().push_store(batch.destination.clone(), true);

@@ -98,7 +98,9 @@ impl HookPlugin {
         config: &[(String, String)],
         limits: &PluginLimits,
     ) -> Result<(), PluginError> {
-        self.call(config, limits, HookCall::Configure).await.map(|_| ())
+        self.call(config, limits, HookCall::Configure)
+            .await
+            .map(|_| ())
     }
 
     /// Asks whether the run may start.
@@ -144,7 +146,9 @@ impl HookPlugin {
         what: HookCall<'_>,
     ) -> Result<Option<WitDecision>, PluginError> {
         let name = &self.info.name;
-        let mut store = self.runtime.store(name, limits.memory_bytes, Scope::default());
+        let mut store = self
+            .runtime
+            .store(name, limits.memory_bytes, Scope::default());
         let call = async {
             let instance = self.pre.instantiate_async(&mut store).await?;
             let hook = instance.sleet_plugin_hook();

@@ -41,7 +41,9 @@ impl Scope {
         let escape = path.is_empty()
             || path.starts_with('/')
             || path.contains('\\')
-            || path.split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..");
+            || path
+                .split('/')
+                .any(|seg| seg.is_empty() || seg == "." || seg == "..");
         let reason = if escape {
             "path escape: only relative names inside the root are allowed"
         } else if path == "manifest" || path.starts_with("manifest/") {

@@ -128,7 +128,11 @@ pub fn discover(dirs: &[PathBuf]) -> (Vec<PluginFile>, Vec<String>) {
             if path.extension().and_then(|e| e.to_str()) != Some("wasm") {
                 continue;
             }
-            let Some(name) = path.file_stem().and_then(|s| s.to_str()).map(str::to_string) else {
+            let Some(name) = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .map(str::to_string)
+            else {
                 continue;
             };
             if !is_valid_identifier(&name) {
@@ -250,7 +254,11 @@ impl PluginSet {
     }
 
     /// The copier plugin `name`, or why this node cannot run it.
-    pub fn copier(&self, name: &str, node: &str) -> Result<&Arc<copier::CopierPlugin>, PluginError> {
+    pub fn copier(
+        &self,
+        name: &str,
+        node: &str,
+    ) -> Result<&Arc<copier::CopierPlugin>, PluginError> {
         match self.get(name, node)? {
             Loaded::Copier(c) => Ok(c),
             Loaded::Hook(_) => Err(PluginError::WrongKind {

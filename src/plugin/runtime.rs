@@ -46,8 +46,7 @@ impl PluginRuntime {
         let engine = Engine::new(&config).map_err(|e| format!("failed to start wasmtime: {e}"))?;
         start_epoch_ticker(&engine);
         if let Some(dir) = &cache_dir {
-            create_private_dir(dir)
-                .map_err(|e| format!("plugin cache {}: {e}", dir.display()))?;
+            create_private_dir(dir).map_err(|e| format!("plugin cache {}: {e}", dir.display()))?;
         }
         Ok(Arc::new(PluginRuntime { engine, cache_dir }))
     }
@@ -68,7 +67,12 @@ impl PluginRuntime {
 
     /// The component for `bytes`: from the cache when this engine compiled
     /// it before, else compiled now (and cached).
-    pub fn compile(&self, name: &str, bytes: &[u8], sha256: &str) -> Result<Component, PluginError> {
+    pub fn compile(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        sha256: &str,
+    ) -> Result<Component, PluginError> {
         let load_error = |message: String| PluginError::Load {
             name: name.into(),
             message,
@@ -83,7 +87,11 @@ impl PluginRuntime {
             // compatibility hash.
             match unsafe { Component::deserialize_file(&self.engine, &cached) } {
                 Ok(component) => return Ok(component),
-                Err(e) => tracing::warn!(plugin = name, "ignoring unusable cache entry {}: {e}", cached.display()),
+                Err(e) => tracing::warn!(
+                    plugin = name,
+                    "ignoring unusable cache entry {}: {e}",
+                    cached.display()
+                ),
             }
         }
         let native = self
@@ -91,16 +99,23 @@ impl PluginRuntime {
             .precompile_component(bytes)
             .map_err(|e| load_error(format!("{e:#}")))?;
         if let Err(e) = write_atomically(&cached, &native) {
-            tracing::warn!(plugin = name, "failed to cache compiled plugin at {}: {e}", cached.display());
+            tracing::warn!(
+                plugin = name,
+                "failed to cache compiled plugin at {}: {e}",
+                cached.display()
+            );
         }
         // Safety: `native` was produced by this engine just now.
-        unsafe { Component::deserialize(&self.engine, &native) }.map_err(|e| load_error(format!("{e:#}")))
+        unsafe { Component::deserialize(&self.engine, &native) }
+            .map_err(|e| load_error(format!("{e:#}")))
     }
 
     /// This engine's precompiled-code compatibility, as a short hex tag.
     fn compatibility(&self) -> String {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        self.engine.precompile_compatibility_hash().hash(&mut hasher);
+        self.engine
+            .precompile_compatibility_hash()
+            .hash(&mut hasher);
         format!("{:016x}", hasher.finish())
     }
 

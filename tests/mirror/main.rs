@@ -12,4 +12,6 @@ mod db;
 mod harness;
 mod node;
 mod pass;
+mod plugins;
 mod restore;
+mod wasm;

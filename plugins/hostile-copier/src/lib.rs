@@ -13,12 +13,15 @@ static MODE: Mutex<String> = Mutex::new(String::new());
 
 struct Hostile;
 
-fn attempt_writes(dst: &Store, names: &[&str]) -> Vec<CopyResult> {
-    names
+/// For each batch path, tries to write one of `names` instead, reporting
+/// what the host said under the batch path.
+fn attempt_writes(dst: &Store, paths: &[String], names: &[&str]) -> Vec<CopyResult> {
+    paths
         .iter()
-        .map(|name| CopyResult {
-            path: name.to_string(),
-            outcome: dst.open_write(name).and_then(|w| {
+        .enumerate()
+        .map(|(i, path)| CopyResult {
+            path: path.clone(),
+            outcome: dst.open_write(names[i % names.len()]).and_then(|w| {
                 w.write(b"not a real object")?;
                 w.finish()
             }),
@@ -64,21 +67,20 @@ impl Guest for Hostile {
             }
             "escape" => attempt_writes(
                 dst,
+                &paths,
                 &["../escaped.sst", "/etc/escaped.sst", "compacted/../../escaped.sst", "compacted/not-in-batch.sst"],
             ),
             "manifest" => {
-                let mut results = attempt_writes(dst, &["manifest/00000000000000000001.manifest"]);
-                if let Some(first) = paths.first() {
-                    results.push(CopyResult {
-                        path: first.clone(),
-                        outcome: src.copy_to(first, dst, "manifest/99999999999999999999.manifest"),
-                    });
+                let mut results = attempt_writes(dst, &paths, &["manifest/00000000000000000001.manifest"]);
+                if let Some(first) = results.first_mut() {
+                    first.outcome =
+                        src.copy_to(&first.path, dst, "manifest/99999999999999999999.manifest");
                 }
                 results
             }
-            "huge" => (0..2_000_000)
+            "huge" => (0..100_000)
                 .map(|i| CopyResult {
-                    path: format!("compacted/{i:0>200}.sst"),
+                    path: format!("compacted/{i:0>100}.sst"),
                     outcome: Err(StoreError {
                         kind: "other".into(),
                         message: "x".repeat(16),

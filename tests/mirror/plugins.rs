@@ -1,0 +1,198 @@
+//! Mirrors through the example copier plugins, and hostile plugins
+//! contained: each failure names the plugin, fails only its batch, and
+//! writes nothing it should not.
+
+use std::sync::Arc;
+
+use sleet::CancellationToken;
+use sleet::copier::{CopierOptions, CopyProgress};
+use sleet::mirror::ops;
+use sleet::plugin::PluginSet;
+
+use crate::db;
+use crate::harness::{Source, assert_verified};
+use crate::wasm::{plugin_dir, sha256_of};
+
+/// Loads `dir`'s plugins the way a node does, with no compile cache.
+async fn load(dir: &std::path::Path, fleet_pins: &[(&str, String)]) -> Arc<PluginSet> {
+    let pins = fleet_pins
+        .iter()
+        .map(|(n, s)| (n.to_string(), s.clone()))
+        .collect();
+    sleet::plugin::load_dirs(&[dir.to_path_buf()], None, pins)
+        .await
+        .expect("the plugin runtime starts")
+        .expect("a plugin set")
+}
+
+/// One sync pass of target `t` through `plugins`.
+async fn sync(
+    source: &Source,
+    plugins: &Arc<PluginSet>,
+) -> Result<sleet::response::MirrorSyncResponse, sleet::Error> {
+    let copiers = CopierOptions {
+        plugins: Some(plugins.clone()),
+        node_id: "test".into(),
+        ..CopierOptions::default()
+    };
+    ops::sync_once(
+        source.fleet.root(),
+        &source.url,
+        "t",
+        &copiers,
+        CopyProgress::new(),
+        &CancellationToken::new(),
+    )
+    .await
+}
+
+fn target(dest: &str, copier: &str, extra: &str) -> String {
+    format!("[database.mirror.targets.t]\nurl = \"{dest}\"\ncopier = \"plugin:{copier}\"\n{extra}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn example_copiers_mirror_a_readable_verified_copy() {
+    let plugins_dir = plugin_dir(&["verify-copier", "throttle-copier"]);
+    let plugins = load(plugins_dir.path(), &[]).await;
+    assert_eq!(plugins.infos().len(), 2, "{:?}", plugins.infos());
+    for (copier, config) in [
+        ("verify-copier", "chunk_kib = 16"),
+        ("throttle-copier", "bytes_per_second = 50000000"),
+    ] {
+        let dest_dir = tempfile::tempdir().unwrap();
+        let dest = format!("file://{}/copy", dest_dir.path().display());
+        let extra = format!("[database.mirror.targets.t.copier_config]\n{config}\n");
+        let mut source = Source::new(&target(&dest, copier, &extra), 3).await;
+        source.start_services();
+        for _ in 0..2 {
+            let synced = sync(&source, &plugins)
+                .await
+                .expect("a pass through the plugin");
+            assert!(synced.committed, "{synced:?}");
+            assert!(
+                synced.bytes_copied > 0,
+                "the host counts plugin bytes: {synced:?}"
+            );
+            assert_verified(&dest).await;
+            db::assert_reader_sees(&dest, 0..source.rounds).await;
+            source.write(1).await;
+        }
+        source.stop().await;
+    }
+}
+
+/// A source whose target runs the hostile copier in `mode`, with limits.
+async fn hostile(mode: &str) -> (Source, String, tempfile::TempDir, Arc<PluginSet>) {
+    let plugins_dir = plugin_dir(&["hostile-copier"]);
+    let plugins = load(plugins_dir.path(), &[]).await;
+    let dest_dir = tempfile::tempdir().unwrap();
+    let dest = format!("file://{}/copy", dest_dir.path().display());
+    let extra = format!(
+        "[database.mirror.targets.t.copier_config]\nmode = \"{mode}\"\n\
+         [plugins.hostile-copier]\nmemory_mib = 32\ncall_timeout = \"2s\"\n"
+    );
+    let source = Source::new(&target(&dest, "hostile-copier", &extra), 2).await;
+    (source, dest, dest_dir, plugins)
+}
+
+async fn hostile_error(mode: &str) -> (String, Source, String) {
+    let (source, dest, _dir, plugins) = hostile(mode).await;
+    let err = sync(&source, &plugins).await.unwrap_err().to_string();
+    eprintln!("{mode}: {err}");
+    assert!(
+        err.contains("hostile-copier"),
+        "the error names the plugin: {err}"
+    );
+    assert!(
+        db::objects(&dest, "manifest").await.is_empty(),
+        "a failed batch commits nothing"
+    );
+    (err, source, dest)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trapping_plugin_fails_its_batch_with_the_trap() {
+    let (err, source, _) = hostile_error("trap").await;
+    assert!(err.contains("trapped"), "{err}");
+    source.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_plugin_is_stopped_at_its_deadline() {
+    let started = std::time::Instant::now();
+    let (err, source, _) = hostile_error("loop").await;
+    assert!(err.contains("timed out after 2s"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    source.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_bomb_hits_its_cap() {
+    let (err, source, _) = hostile_error("memory").await;
+    assert!(err.contains("trapped") && err.contains("memory"), "{err}");
+    source.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_escapes_and_manifest_writes_are_denied() {
+    for mode in ["escape", "manifest"] {
+        let (err, source, dest) = hostile_error(mode).await;
+        assert!(err.contains("denied"), "{mode}: {err}");
+        let root = dest.strip_prefix("file://").unwrap();
+        let parent = std::path::Path::new(root).parent().unwrap();
+        let escaped: Vec<_> = walk(parent)
+            .into_iter()
+            .filter(|p| {
+                p.contains("escaped") || p.contains("manifest") || p.contains("not-in-batch")
+            })
+            .collect();
+        assert!(escaped.is_empty(), "{mode}: wrote {escaped:?}");
+        source.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_return_value_is_refused() {
+    let (err, source, _) = hostile_error("huge").await;
+    assert!(
+        err.contains("results for a batch of") || err.contains("trapped"),
+        "{err}"
+    );
+    source.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_world_non_wasm_and_sha256_mismatch_are_clear() {
+    let dir = plugin_dir(&["audit-hook", "verify-copier"]);
+    std::fs::write(dir.path().join("bogus.wasm"), "not wasm at all").unwrap();
+    let plugins = load(dir.path(), &[("verify-copier", "0".repeat(64))]).await;
+    let dest_dir = tempfile::tempdir().unwrap();
+    let dest = format!("file://{}/copy", dest_dir.path().display());
+    let cases = [
+        ("audit-hook", "is a hook plugin, not a copier"),
+        ("bogus", "is not a WebAssembly component"),
+        ("verify-copier", "but sleet.toml pins 0000"),
+        ("absent", "no such file in its --plugin-dir"),
+    ];
+    for (copier, expected) in cases {
+        let source = Source::new(&target(&dest, copier, ""), 1).await;
+        let err = sync(&source, &plugins).await.unwrap_err().to_string();
+        assert!(err.contains(expected), "{copier}: {err}");
+        source.stop().await;
+    }
+    let _ = sha256_of("verify-copier");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            out.push(path.display().to_string());
+            if path.is_dir() {
+                out.extend(walk(&path));
+            }
+        }
+    }
+    out
+}
