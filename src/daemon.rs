@@ -23,9 +23,10 @@ use crate::config::{DatabaseSettings, NodeSettings};
 use crate::copier::CopierOptions;
 use crate::error::Error;
 use crate::heartbeat::{self, HeartbeatBody, ServiceTasks, TaskFailure, validate_node_id};
-use crate::mirror::run::{MirrorRuntime, MirrorSpec, run_mirror_task};
+use crate::mirror::run::{MirrorRuntime, MirrorSpec, PassHooks, run_mirror_task};
 use crate::mirror::target::applied_targets;
 use crate::ownership::{Assignment, LiveNode, database_assignments};
+use crate::plugin::hook::{Clock, HookRunner, HookSpec, RunOutcome, Verdict, system_clock};
 use crate::root::{
     ConfigPoller, FleetRoot, FleetView, HeartbeatObject, NODES_DIR, NodeSighting, node_view,
 };
@@ -73,6 +74,7 @@ pub struct NodeOptions {
     pub plugin_dirs: Vec<std::path::PathBuf>,
     /// `--plugin-cache`: compiled plugins; default `~/.cache/sleet/plugins`.
     pub plugin_cache: Option<std::path::PathBuf>,
+    clock: Clock,
     opener: DatabaseOpener,
 }
 
@@ -95,6 +97,7 @@ impl NodeOptions {
             max_mirror_jobs: std::thread::available_parallelism().map_or(4, |n| n.get()),
             plugin_dirs: Vec::new(),
             plugin_cache: None,
+            clock: system_clock(),
             opener: Arc::new(|url: &str| DatabaseHandle::open(url)),
         }
     }
@@ -129,6 +132,13 @@ impl NodeOptions {
         self
     }
 
+    /// The time hooks are told (tests drive it).
+    #[doc(hidden)]
+    pub fn with_hook_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
     #[doc(hidden)]
     pub fn with_database_opener(mut self, opener: DatabaseOpener) -> Self {
         self.opener = opener;
@@ -142,6 +152,14 @@ impl NodeOptions {
         }
         Ok(())
     }
+}
+
+/// A task's settings: its service's, and the hooks around its runs. A
+/// change to either restarts the task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskSpec {
+    pub service: ServiceSpec,
+    pub hooks: Vec<HookSpec>,
 }
 
 /// One unit of work a node may own.
@@ -162,7 +180,7 @@ pub fn owned_tasks(
     offered: &[Service],
     sightings: &BTreeMap<String, NodeSighting>,
     view: &FleetView,
-) -> BTreeMap<TaskKey, ServiceSpec> {
+) -> BTreeMap<TaskKey, TaskSpec> {
     let mut live: Vec<LiveNode<'_>> = sightings
         .values()
         .filter(|s| s.live && s.node_id != node_id)
@@ -183,7 +201,11 @@ pub fn owned_tasks(
             if !assignment.owners.iter().any(|o| o == node_id) {
                 continue;
             }
-            if let Some(spec) = task_spec(&assignment, url, &settings, view) {
+            if let Some(service) = task_spec(&assignment, url, &settings, view) {
+                let spec = TaskSpec {
+                    hooks: hook_specs(assignment.service, &settings, &view.fleet),
+                    service,
+                };
                 let key = TaskKey {
                     database: url.clone(),
                     service: assignment.service,
@@ -194,6 +216,25 @@ pub fn owned_tasks(
         }
     }
     owned
+}
+
+/// The enabled hooks of a database that fire for `service`, by name.
+fn hook_specs(
+    service: Service,
+    settings: &DatabaseSettings,
+    fleet: &crate::config::FleetConfig,
+) -> Vec<HookSpec> {
+    settings
+        .hooks
+        .iter()
+        .filter(|(_, hook)| hook.applies_to(service))
+        .map(|(name, hook)| HookSpec {
+            name: name.clone(),
+            plugin: hook.plugin.clone(),
+            config: hook.config.clone(),
+            limits: fleet.plugin_limits(&hook.plugin, true),
+        })
+        .collect()
 }
 
 fn task_spec(
@@ -246,9 +287,37 @@ struct TaskState {
 #[derive(Debug, Default, Clone)]
 struct TaskBoard {
     states: Arc<Mutex<HashMap<TaskKey, TaskState>>>,
+    /// Runs or passes a hook deferred, with the reason.
+    skips: Arc<Mutex<HashMap<TaskKey, String>>>,
 }
 
 impl TaskBoard {
+    /// Records (or, with `None`, clears) a hook's deferral of a task.
+    fn set_skip(&self, key: &TaskKey, reason: Option<String>) {
+        let mut skips = self.skips.lock().expect("task board lock");
+        match reason {
+            Some(reason) => skips.insert(key.clone(), reason),
+            None => skips.remove(key),
+        };
+    }
+
+    /// Deferred tasks with the hook's reason, a bounded sample.
+    fn skipped(&self) -> Vec<TaskFailure> {
+        let skips = self.skips.lock().expect("task board lock");
+        let mut skipped: Vec<TaskFailure> = skips
+            .iter()
+            .map(|(k, reason)| TaskFailure {
+                database: k.database.clone(),
+                service: k.service,
+                target: k.target.clone(),
+                error: reason.clone(),
+            })
+            .collect();
+        skipped.sort_by(|a, b| (&a.database, a.service).cmp(&(&b.database, b.service)));
+        skipped.truncate(MAX_REPORTED_FAILURES);
+        skipped
+    }
+
     fn set(&self, key: &TaskKey, instance: u64, phase: Phase, last_error: Option<String>) {
         let mut states = self.states.lock().expect("task board lock");
         states.insert(
@@ -265,6 +334,7 @@ impl TaskBoard {
         let mut states = self.states.lock().expect("task board lock");
         if states.get(key).is_some_and(|s| s.instance == instance) {
             states.remove(key);
+            self.set_skip(key, None);
         }
     }
 
@@ -309,7 +379,7 @@ impl TaskBoard {
 // ---------------------------------------------------------------------------
 
 struct RunningTask {
-    spec: ServiceSpec,
+    spec: TaskSpec,
     token: CancellationToken,
 }
 
@@ -321,6 +391,8 @@ struct Node {
     opener: DatabaseOpener,
     /// Plugins loaded from `--plugin-dir`, if any.
     plugins: Option<Arc<crate::plugin::PluginSet>>,
+    /// The time hooks are told.
+    clock: Clock,
     mirror: MirrorRuntime,
     poller: ConfigPoller,
     view: FleetView,
@@ -383,6 +455,7 @@ impl Node {
             heartbeat_path,
             opener: options.opener,
             plugins,
+            clock: options.clock,
             mirror: MirrorRuntime::new(copiers, options.max_mirror_jobs),
             poller,
             view,
@@ -426,6 +499,7 @@ impl Node {
         let mut body = HeartbeatBody::new(&self.id, counts);
         body.failing = failing;
         body.plugins = self.plugins.as_ref().map(|p| p.infos()).unwrap_or_default();
+        body.skipped = self.board.skipped();
         let bytes = serde_json::to_vec(&body).expect("heartbeat bodies serialize");
         if let Err(e) = self
             .root
@@ -480,7 +554,7 @@ impl Node {
 
     /// Stops tasks no longer owned or whose settings changed; starts owned
     /// ones that are not running.
-    fn reconcile(&mut self, owned: BTreeMap<TaskKey, ServiceSpec>) {
+    fn reconcile(&mut self, owned: BTreeMap<TaskKey, TaskSpec>) {
         self.running.retain(|key, task| {
             let keep = owned.get(key) == Some(&task.spec);
             if !keep {
@@ -496,13 +570,19 @@ impl Node {
         }
     }
 
-    fn spawn(&mut self, key: TaskKey, spec: ServiceSpec) {
+    fn spawn(&mut self, key: TaskKey, spec: TaskSpec) {
         info!(database = %key.database, service = %key.service, "starting task");
         let token = CancellationToken::new();
         self.next_instance += 1;
         let supervisor = Supervisor {
             key: key.clone(),
-            spec: spec.clone(),
+            spec: spec.service.clone(),
+            hooks: HookRunner {
+                hooks: spec.hooks.clone(),
+                plugins: self.plugins.clone(),
+                node_id: self.id.clone(),
+                clock: self.clock.clone(),
+            },
             instance: self.next_instance,
             board: self.board.clone(),
             opener: self.opener.clone(),
@@ -553,6 +633,7 @@ fn log_warnings(view: &FleetView) {
 struct Supervisor {
     key: TaskKey,
     spec: ServiceSpec,
+    hooks: HookRunner,
     instance: u64,
     board: TaskBoard,
     opener: DatabaseOpener,
@@ -565,10 +646,30 @@ struct Supervisor {
 impl Supervisor {
     async fn run(self, token: CancellationToken) {
         let mut backoff = BACKOFF_START;
+        let mut attempt = 0;
+        let mut last_error = None;
         loop {
-            self.board
-                .set(&self.key, self.instance, Phase::Running, None);
-            let result = self.run_once(&token).await;
+            attempt += 1;
+            let result = match self.ask_hooks(attempt, last_error.clone()).await {
+                HookGate::Skip => {
+                    // Deferred: ask again at the next tick.
+                    attempt -= 1;
+                    tokio::select! {
+                        _ = token.cancelled() => break,
+                        _ = tokio::time::sleep(self.fenced_wait) => continue,
+                    }
+                }
+                HookGate::Fail(reason) => Err(ServiceError::Hook(reason)),
+                HookGate::Go(context) => {
+                    self.board
+                        .set(&self.key, self.instance, Phase::Running, None);
+                    let started = Instant::now();
+                    let result = self.run_once(&token).await;
+                    self.hooks
+                        .after(context, run_outcome(&result, &token, started.elapsed()));
+                    result
+                }
+            };
             if token.is_cancelled() {
                 break;
             }
@@ -587,6 +688,7 @@ impl Supervisor {
                     backoff = (backoff * 2).min(BACKOFF_MAX);
                     warn!(database = %self.key.database, service = %self.key.service,
                         "task failed: {e}; retrying in {}s", backoff.as_secs());
+                    last_error = Some(e.to_string());
                     self.board.set(
                         &self.key,
                         self.instance,
@@ -602,6 +704,42 @@ impl Supervisor {
             }
         }
         self.board.remove(&self.key, self.instance);
+    }
+
+    /// Asks the task's hooks whether this run may start, recording a
+    /// deferral where the heartbeat (and so `status`) shows it.
+    async fn ask_hooks(&self, attempt: u32, last_error: Option<String>) -> HookGate {
+        let context = self.hooks.context(
+            &self.key.database,
+            self.key.service,
+            self.key.target.as_deref(),
+            "task",
+            attempt,
+            last_error,
+        );
+        if self.hooks.is_empty() {
+            return HookGate::Go(context);
+        }
+        match self.hooks.before(&context).await {
+            Verdict::Allow => {
+                self.board.set_skip(&self.key, None);
+                HookGate::Go(context)
+            }
+            Verdict::Skip(reason) => {
+                info!(database = %self.key.database, service = %self.key.service, "run deferred: {reason}");
+                self.board.set_skip(&self.key, Some(reason.clone()));
+                self.hooks.after(
+                    context,
+                    RunOutcome {
+                        status: "skipped",
+                        error: Some(reason),
+                        duration: Duration::ZERO,
+                    },
+                );
+                HookGate::Skip
+            }
+            Verdict::Fail(reason) => HookGate::Fail(reason),
+        }
     }
 
     /// One run of the service. Cancellation is passed to SlateDB, which
@@ -630,10 +768,43 @@ impl Supervisor {
         match &self.spec {
             ServiceSpec::Mirror(spec) => {
                 let destination = (self.opener)(&spec.destination)?;
-                Ok(run_mirror_task(source, destination, spec, &self.mirror, &token).await?)
+                let (board, key) = (self.board.clone(), self.key.clone());
+                let passes = PassHooks {
+                    runner: self.hooks.clone(),
+                    report_skip: Arc::new(move |reason| board.set_skip(&key, reason)),
+                };
+                Ok(
+                    run_mirror_task(source, destination, spec, &self.mirror, &passes, &token)
+                        .await?,
+                )
             }
             spec => run_service(&source, spec, token).await,
         }
+    }
+}
+
+/// What a task's hooks said before a run.
+enum HookGate {
+    Go(crate::plugin::hook::RunContext),
+    Skip,
+    Fail(String),
+}
+
+/// How a run ended, for its hooks.
+fn run_outcome(
+    result: &Result<(), ServiceError>,
+    token: &CancellationToken,
+    duration: Duration,
+) -> RunOutcome {
+    let (status, error) = match result {
+        _ if token.is_cancelled() => ("cancelled", None),
+        Ok(()) => ("ok", None),
+        Err(e) => ("error", Some(e.to_string())),
+    };
+    RunOutcome {
+        status,
+        error,
+        duration,
     }
 }
 
@@ -807,6 +978,7 @@ mod tests {
                 })
             }),
             mirror: MirrorRuntime::default(),
+            hooks: HookRunner::none("n"),
             fenced_wait: Duration::from_secs(7),
         };
         let token = CancellationToken::new();

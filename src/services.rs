@@ -64,6 +64,9 @@ pub enum ServiceError {
     SlateDb { url: String, source: slatedb::Error },
     #[error(transparent)]
     Mirror(Box<crate::mirror::MirrorError>),
+    /// A hook refused the run, or could not answer.
+    #[error("{0}")]
+    Hook(String),
 }
 
 impl From<crate::mirror::MirrorError> for ServiceError {

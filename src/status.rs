@@ -224,13 +224,19 @@ pub fn derive_status(
         .filter(|(node, _)| sightings.get(*node).is_some_and(|s| s.live));
     for (node, body) in live_bodies {
         for f in &body.failing {
-            let what = match &f.target {
-                Some(target) => format!("{} target {target}", f.service),
-                None => f.service.to_string(),
-            };
             warnings.push(format!(
-                "{what} of {} is failing on {node}: {}",
-                f.database, f.error
+                "{} of {} is failing on {node}: {}",
+                task_name(f),
+                f.database,
+                f.error
+            ));
+        }
+        for f in &body.skipped {
+            warnings.push(format!(
+                "{} of {} is deferred on {node}: {}",
+                task_name(f),
+                f.database,
+                f.error
             ));
         }
     }
@@ -241,7 +247,15 @@ pub fn derive_status(
         .iter()
         .map(|(url, file)| {
             let settings = view.fleet.resolve_database(file);
-            let services = database_assignments(url, &settings, &live, hash)
+            let assignments = database_assignments(url, &settings, &live, hash);
+            warnings.extend(plugin_warnings(
+                url,
+                &settings,
+                &assignments,
+                &view.fleet,
+                bodies,
+            ));
+            let services = assignments
                 .into_iter()
                 .map(|a| {
                     if a.owners.is_empty() && !unserved.contains(&a.service) {
@@ -301,6 +315,61 @@ fn render_mirrors(mirrors: &[MirrorStatus]) -> String {
         }
     }
     out
+}
+
+fn task_name(f: &crate::heartbeat::TaskFailure) -> String {
+    match &f.target {
+        Some(target) => format!("{} target {target}", f.service),
+        None => f.service.to_string(),
+    }
+}
+
+/// Plugins a database's work needs (a target's copier, its hooks) that an
+/// owning node has not loaded, or holds with a hash other than the pin.
+fn plugin_warnings(
+    database: &str,
+    settings: &crate::config::DatabaseSettings,
+    assignments: &[crate::ownership::Assignment],
+    fleet: &crate::config::FleetConfig,
+    bodies: &BTreeMap<String, HeartbeatBody>,
+) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for assignment in assignments {
+        let mut needed: Vec<(String, String)> = settings
+            .hooks
+            .iter()
+            .filter(|(_, h)| h.applies_to(assignment.service))
+            .map(|(name, h)| (format!("hook {name}"), h.plugin.clone()))
+            .collect();
+        if let Some(target) = &assignment.target
+            && let Some(t) = settings.mirror_targets.get(target)
+            && let crate::config::CopierKind::Plugin(plugin) = &t.copier
+        {
+            needed.push((format!("mirror target {target}"), plugin.clone()));
+        }
+        for (user, plugin) in needed {
+            let pin = fleet.plugins.get(&plugin).and_then(|g| g.sha256.clone());
+            for node in &assignment.owners {
+                let Some(body) = bodies.get(node) else {
+                    continue;
+                };
+                match body.plugins.iter().find(|p| p.name == plugin) {
+                    None => warnings.push(format!(
+                        "{user} of {database} needs plugin {plugin}, which node {node} has not loaded"
+                    )),
+                    Some(p) if pin.as_ref().is_some_and(|pin| !pin.eq_ignore_ascii_case(&p.sha256)) => {
+                        warnings.push(format!(
+                            "{user} of {database}: node {node} holds plugin {plugin} with sha256 {}, but sleet.toml pins {}",
+                            p.sha256,
+                            pin.as_deref().unwrap_or_default()
+                        ))
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+    warnings
 }
 
 /// Renders status for people: borderless tables, one blank line between

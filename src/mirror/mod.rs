@@ -63,6 +63,9 @@ pub enum MirrorError {
          fork the mirror's history"
     )]
     DestinationRegistered { destination: String },
+    /// A hook failed the pass, or could not answer.
+    #[error("{0}")]
+    Hook(String),
     #[error("cancelled")]
     Cancelled,
 }

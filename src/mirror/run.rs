@@ -13,6 +13,7 @@ use super::pass::{MirrorPair, list_dir};
 use super::tail::Tail;
 use crate::config::{MirrorMode, MirrorTargetSettings};
 use crate::copier::CopierOptions;
+use crate::plugin::hook::{HookRunner, RunContext, RunOutcome, Verdict};
 
 /// A continuous mirror that found nothing to do backs off to this (or to
 /// its `poll`, if longer) between wakes.
@@ -58,6 +59,103 @@ pub struct MirrorSpec {
     pub limits: crate::config::PluginLimits,
 }
 
+/// The hooks around each sync pass, and where a deferral is reported.
+#[derive(Clone)]
+pub struct PassHooks {
+    pub runner: HookRunner,
+    pub report_skip: Arc<dyn Fn(Option<String>) + Send + Sync>,
+}
+
+impl PassHooks {
+    /// No hooks: every pass goes ahead.
+    pub fn none() -> PassHooks {
+        PassHooks {
+            runner: HookRunner::none(""),
+            report_skip: Arc::new(|_| {}),
+        }
+    }
+}
+
+/// What the hooks said before a pass.
+enum PassGate {
+    Go(Option<RunContext>),
+    Defer,
+}
+
+impl PassHooks {
+    async fn before(&self, pair: &MirrorPair) -> Result<PassGate, MirrorError> {
+        if self.runner.is_empty() {
+            return Ok(PassGate::Go(None));
+        }
+        let context = self.runner.context(
+            pair.source.url(),
+            crate::Service::Mirror,
+            Some(&pair.target),
+            "mirror-pass",
+            1,
+            None,
+        );
+        match self.runner.before(&context).await {
+            Verdict::Allow => {
+                (self.report_skip)(None);
+                Ok(PassGate::Go(Some(context)))
+            }
+            Verdict::Skip(reason) => {
+                tracing::info!(target = %pair.target, "mirror pass deferred: {reason}");
+                (self.report_skip)(Some(reason.clone()));
+                self.runner.after(
+                    context,
+                    RunOutcome {
+                        status: "skipped",
+                        error: Some(reason),
+                        duration: Duration::ZERO,
+                    },
+                );
+                Ok(PassGate::Defer)
+            }
+            Verdict::Fail(reason) => Err(MirrorError::Hook(reason)),
+        }
+    }
+
+    fn after<T>(
+        &self,
+        context: Option<RunContext>,
+        result: &Result<T, MirrorError>,
+        took: Duration,
+    ) {
+        if let Some(context) = context {
+            let (status, error) = match result {
+                Ok(_) => ("ok", None),
+                Err(MirrorError::Cancelled) => ("cancelled", None),
+                Err(e) => ("error", Some(e.to_string())),
+            };
+            self.runner.after(
+                context,
+                RunOutcome {
+                    status,
+                    error,
+                    duration: took,
+                },
+            );
+        }
+    }
+
+    /// One pass with its hooks around it; `None` when a hook deferred it.
+    async fn pass(
+        &self,
+        pair: &MirrorPair,
+        cancel: &CancellationToken,
+    ) -> Result<Option<super::pass::PassOutcome>, MirrorError> {
+        let PassGate::Go(context) = self.before(pair).await? else {
+            return Ok(None);
+        };
+        let started = tokio::time::Instant::now();
+        let result = pair.sync_pass(cancel).await;
+        self.after(context, &result, started.elapsed());
+        result.map(Some)
+    }
+}
+
 /// Runs a node's mirror task: builds the pair from `spec`, then runs the
 /// target's mode until `cancel` fires.
 pub async fn run_mirror_task(
@@ -65,6 +163,7 @@ pub async fn run_mirror_task(
     destination: crate::services::DatabaseHandle,
     spec: &MirrorSpec,
     runtime: &MirrorRuntime,
+    hooks: &PassHooks,
     cancel: &CancellationToken,
 ) -> Result<(), MirrorError> {
     if spec.destination_registered {
@@ -81,7 +180,7 @@ pub async fn run_mirror_task(
         checkpoint_lifetime: settings.checkpoint_lifetime,
         progress: crate::copier::CopyProgress::new(),
     };
-    run_target(&pair, settings, runtime, cancel).await
+    run_target(&pair, settings, runtime, hooks, cancel).await
 }
 
 /// Runs a target's mirror until `cancel` fires (`Ok`) or something fails.
@@ -89,11 +188,12 @@ pub async fn run_target(
     pair: &MirrorPair,
     settings: &MirrorTargetSettings,
     runtime: &MirrorRuntime,
+    hooks: &PassHooks,
     cancel: &CancellationToken,
 ) -> Result<(), MirrorError> {
     match settings.mode {
-        MirrorMode::Continuous => run_continuous(pair, settings, runtime, cancel).await,
-        MirrorMode::Periodic => run_periodic(pair, settings, runtime, cancel).await,
+        MirrorMode::Continuous => run_continuous(pair, settings, runtime, hooks, cancel).await,
+        MirrorMode::Periodic => run_periodic(pair, settings, runtime, hooks, cancel).await,
     }
 }
 
@@ -135,6 +235,7 @@ async fn run_continuous(
     pair: &MirrorPair,
     settings: &MirrorTargetSettings,
     runtime: &MirrorRuntime,
+    hooks: &PassHooks,
     cancel: &CancellationToken,
 ) -> Result<(), MirrorError> {
     let source = pair.source.root();
@@ -153,7 +254,13 @@ async fn run_continuous(
             let Some(_permit) = permit(runtime, cancel).await else {
                 return Ok(());
             };
-            let outcome = pair.sync_pass(cancel).await?;
+            let Some(outcome) = hooks.pass(pair, cancel).await? else {
+                // Deferred by a hook: no pass and no tail until it allows.
+                if !pause(settings.poll, cancel).await {
+                    return Ok(());
+                }
+                continue;
+            };
             watermark = Some(outcome.head);
             match &mut tail {
                 Some(tail) => tail.advance_floor(outcome.next_wal_sst_id),
@@ -192,6 +299,7 @@ async fn run_periodic(
     pair: &MirrorPair,
     settings: &MirrorTargetSettings,
     runtime: &MirrorRuntime,
+    hooks: &PassHooks,
     cancel: &CancellationToken,
 ) -> Result<(), MirrorError> {
     let destination = pair.destination.root();
@@ -206,12 +314,16 @@ async fn run_periodic(
                 let Some(_permit) = permit(runtime, cancel).await else {
                     return Ok(());
                 };
-                let outcome = pair.sync_pass(cancel).await?;
-                prune_now(pair, settings).await?;
-                if outcome.committed {
-                    settings.interval
-                } else {
-                    check.min(settings.interval)
+                match hooks.pass(pair, cancel).await? {
+                    None => settings.poll.min(settings.interval),
+                    Some(outcome) => {
+                        prune_now(pair, settings).await?;
+                        if outcome.committed {
+                            settings.interval
+                        } else {
+                            check.min(settings.interval)
+                        }
+                    }
                 }
             }
         };

@@ -194,3 +194,146 @@ fn truncate(reason: String) -> String {
     }
     format!("{}...", &reason[..end])
 }
+
+/// One hook a task runs, with everything a config change could alter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookSpec {
+    /// The hook's name in config.
+    pub name: String,
+    pub plugin: String,
+    pub config: Vec<(String, String)>,
+    pub limits: PluginLimits,
+}
+
+/// The clock hooks are told about (tests drive it).
+pub type Clock = Arc<dyn Fn() -> chrono::DateTime<chrono::Utc> + Send + Sync>;
+
+/// The system clock.
+pub fn system_clock() -> Clock {
+    Arc::new(chrono::Utc::now)
+}
+
+/// What the hooks of a run decided, most restrictive first: any `Fail`
+/// fails the run, else any `Skip` defers it, else it goes ahead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    Skip(String),
+    Fail(String),
+}
+
+/// Runs a task's hooks around its runs and passes.
+#[derive(Clone)]
+pub struct HookRunner {
+    pub hooks: Vec<HookSpec>,
+    pub plugins: Option<Arc<super::PluginSet>>,
+    pub node_id: String,
+    pub clock: Clock,
+}
+
+impl std::fmt::Debug for HookRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookRunner")
+            .field("hooks", &self.hooks)
+            .finish()
+    }
+}
+
+impl HookRunner {
+    /// A runner with no hooks: every run goes ahead.
+    pub fn none(node_id: &str) -> HookRunner {
+        HookRunner {
+            hooks: Vec::new(),
+            plugins: None,
+            node_id: node_id.to_string(),
+            clock: system_clock(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hooks.is_empty()
+    }
+
+    /// A context for a run of `service` on `database`, stamped now.
+    pub fn context(
+        &self,
+        database: &str,
+        service: crate::Service,
+        target: Option<&str>,
+        run: &'static str,
+        attempt: u32,
+        last_error: Option<String>,
+    ) -> RunContext {
+        RunContext {
+            database: database.to_string(),
+            service,
+            target: target.map(str::to_string),
+            run,
+            node_id: self.node_id.clone(),
+            attempt,
+            last_error,
+            now: (self.clock)(),
+        }
+    }
+
+    fn plugin(&self, spec: &HookSpec) -> Result<&Arc<HookPlugin>, PluginError> {
+        let plugins = self
+            .plugins
+            .as_ref()
+            .ok_or_else(|| PluginError::NotLoaded {
+                name: spec.plugin.clone(),
+                node: self.node_id.clone(),
+                detail: " (it runs without --plugin-dir)".into(),
+            })?;
+        let plugin = plugins.hook(&spec.plugin, &self.node_id)?;
+        super::check_pin(plugin.info(), spec.limits.sha256.as_deref())?;
+        Ok(plugin)
+    }
+
+    /// Asks every hook; a hook that cannot answer (not loaded, trapped,
+    /// timed out) fails the run, naming the hook.
+    pub async fn before(&self, context: &RunContext) -> Verdict {
+        let mut skip = None;
+        for spec in &self.hooks {
+            let decision = match self.plugin(spec) {
+                Ok(plugin) => plugin.pre_run(&spec.config, &spec.limits, context).await,
+                Err(e) => Err(e),
+            };
+            match decision {
+                Ok(Decision::Allow) => {}
+                Ok(Decision::Skip(reason)) => {
+                    skip.get_or_insert(format!("hook {} skipped it: {reason}", spec.name));
+                }
+                Ok(Decision::Fail(reason)) => {
+                    return Verdict::Fail(format!("hook {} failed it: {reason}", spec.name));
+                }
+                Err(e) => return Verdict::Fail(format!("hook {}: {e}", spec.name)),
+            }
+        }
+        skip.map_or(Verdict::Allow, Verdict::Skip)
+    }
+
+    /// Tells every hook how the run went, in the background: a slow hook
+    /// never delays supervision. Failures are logged.
+    pub fn after(&self, context: RunContext, outcome: RunOutcome) {
+        if self.hooks.is_empty() {
+            return;
+        }
+        let runner = self.clone();
+        tokio::spawn(async move {
+            for spec in &runner.hooks {
+                let told = match runner.plugin(spec) {
+                    Ok(plugin) => {
+                        plugin
+                            .post_run(&spec.config, &spec.limits, &context, &outcome)
+                            .await
+                    }
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = told {
+                    tracing::warn!(hook = %spec.name, "post-task hook failed: {e}");
+                }
+            }
+        });
+    }
+}

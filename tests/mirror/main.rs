@@ -10,6 +10,7 @@ mod copiers;
 #[path = "../node/db.rs"]
 mod db;
 mod harness;
+mod hooks;
 mod node;
 mod pass;
 mod plugins;

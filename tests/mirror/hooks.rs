@@ -1,0 +1,138 @@
+//! Hook plugins on a running node: a maintenance window defers mirror
+//! passes outside its hours and allows them inside (the test drives the
+//! clock the hook is told), and an audit hook sees every outcome.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sleet::{NodeOptions, StatusOptions};
+
+use crate::db;
+use crate::harness::{Source, assert_verified, pause, target_toml};
+use crate::wasm::plugin_dir;
+
+/// Log lines of this test binary, for the audit hook's output.
+static LOGS: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+struct Capture;
+
+impl Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        LOGS.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn capture_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("sleet=info"))
+        .with_writer(|| Capture)
+        .with_ansi(false)
+        .try_init();
+}
+
+fn logged(needle: &str) -> bool {
+    String::from_utf8_lossy(&LOGS.lock().unwrap()).contains(needle)
+}
+
+/// 2026-12-03 at `hh:mm` UTC, in Unix milliseconds.
+fn at(hh: i64, mm: i64) -> i64 {
+    let midnight = chrono::NaiveDate::from_ymd_opt(2026, 12, 3)
+        .unwrap()
+        .and_hms_opt(0, 0, 0)
+        .unwrap()
+        .and_utc()
+        .timestamp_millis();
+    midnight + (hh * 60 + mm) * 60_000
+}
+
+async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = std::time::Instant::now();
+    while !check().await {
+        assert!(start.elapsed() < limit, "timed out after {limit:?}: {what}");
+        pause(200).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_maintenance_window_defers_mirror_passes_and_the_audit_hook_sees_outcomes() {
+    capture_logs();
+    let plugins = plugin_dir(&["maintenance-window", "audit-hook"]);
+    let dest_dir = tempfile::tempdir().unwrap();
+    let dest = format!("file://{}/copy", dest_dir.path().display());
+    let config = target_toml("live", &dest)
+        + "poll = \"200ms\"\n"
+        + "[database.hooks.window]\nplugin = \"maintenance-window\"\nservices = [\"mirror\"]\n"
+        + "[database.hooks.window.config]\nstart = \"02:00\"\nend = \"03:00\"\n"
+        + "[database.hooks.audit]\nplugin = \"audit-hook\"\n";
+    let mut source = Source::new(&config, 2).await;
+    let now = Arc::new(AtomicI64::new(at(12, 0)));
+    let clock = now.clone();
+    source.start_node(
+        NodeOptions::new("solo")
+            .with_plugin_dirs([plugins.path().to_path_buf()], None)
+            .with_hook_clock(Arc::new(move || {
+                chrono::DateTime::from_timestamp_millis(clock.load(Ordering::SeqCst)).unwrap()
+            })),
+    );
+
+    // Outside the window: mirror work is deferred, visibly; GC still runs.
+    eventually(
+        Duration::from_secs(30),
+        "the deferral in status",
+        || async {
+            let status = source.fleet.status(StatusOptions::default()).await.unwrap();
+            status.warnings.iter().any(|w| {
+                w.contains("mirror target live of")
+                    && w.contains("is deferred on solo")
+                    && w.contains("outside the maintenance window 02:00-03:00 UTC")
+            })
+        },
+    )
+    .await;
+    pause(1000).await;
+    assert!(
+        db::objects(&dest, "manifest").await.is_empty(),
+        "no pass ran outside the window"
+    );
+
+    // Inside the window: passes run and the copy catches up.
+    now.store(at(2, 30), Ordering::SeqCst);
+    eventually(
+        Duration::from_secs(30),
+        "a pass inside the window",
+        || async { !db::objects(&dest, "manifest").await.is_empty() },
+    )
+    .await;
+    pause(1000).await;
+    assert_verified(&dest).await;
+    db::assert_reader_sees(&dest, 0..source.rounds).await;
+
+    // The audit hook saw the deferrals and the passes.
+    let db = &source.url;
+    eventually(Duration::from_secs(10), "audit lines", || async {
+        logged(&format!(
+            "audit: mirror [live] of {db} on solo (task #1): skipped"
+        )) && logged(&format!(
+            "audit: mirror [live] of {db} on solo (mirror-pass #1): ok"
+        ))
+    })
+    .await;
+    let status = source.fleet.status(StatusOptions::default()).await.unwrap();
+    assert!(
+        !status.warnings.iter().any(|w| w.contains("is deferred")),
+        "{:?}",
+        status.warnings
+    );
+    source.stop().await;
+}
