@@ -83,8 +83,11 @@ fn print_runs(what: &str, runs: &[Run], mb: f64) {
 /// returns the bytes under the root.
 async fn seed(url: &str, mib: usize) -> u64 {
     let (store, path) = sleet::store::open_url(url).expect("a store");
+    // No compactor runs, so allow every L0 SST the seed makes (writes
+    // stall at `l0_max_ssts`).
     let settings = Settings {
         l0_sst_size_bytes: 16 * 1024 * 1024,
+        l0_max_ssts: 4096,
         compactor_options: None,
         garbage_collector_options: None,
         ..Settings::default()

@@ -96,6 +96,33 @@ pub enum Command {
     /// Mirror copies: one-shot sync, restore, and verify
     #[command(subcommand)]
     Mirror(MirrorCommand),
+    /// WebAssembly plugins: list a plugin dir, or check it against a config
+    #[command(subcommand)]
+    Plugin(PluginCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// List the plugins in plugin dirs: name, kind, sha256, and any that fail to load
+    List {
+        /// A directory of WebAssembly plugins (<name>.wasm); may repeat
+        #[arg(long = "plugin-dir", required = true)]
+        plugin_dirs: Vec<std::path::PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Load every plugin, detect its kind, call describe, and configure it with each config
+    /// sleet.toml gives it; exits 1 on any problem
+    Check {
+        /// A directory of WebAssembly plugins (<name>.wasm); may repeat
+        #[arg(long = "plugin-dir", required = true)]
+        plugin_dirs: Vec<std::path::PathBuf>,
+        /// The sleet.toml whose targets, hooks and [plugins] pins to check against
+        #[arg(long)]
+        config: Option<std::path::PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -217,6 +244,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             crate::demo::run(&dir, shutdown).await?;
         }
         Command::Mirror(command) => run_mirror(command).await?,
+        Command::Plugin(command) => run_plugin(command).await?,
         Command::Config(ConfigCommand::Check { files, fleet }) => {
             let report = config_check::check_files(&files, fleet.as_deref());
             print!("{}", report.render());
@@ -287,6 +315,64 @@ async fn run_mirror(command: MirrorCommand) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+async fn run_plugin(command: PluginCommand) -> Result<(), Error> {
+    let (dirs, config, format, strict) = match command {
+        PluginCommand::List {
+            plugin_dirs,
+            format,
+        } => (plugin_dirs, None, format, false),
+        PluginCommand::Check {
+            plugin_dirs,
+            config,
+            format,
+        } => (plugin_dirs, config, format, true),
+    };
+    let fleet =
+        match &config {
+            Some(path) => Some(
+                crate::config::parse_fleet_config(&std::fs::read_to_string(path).map_err(|e| {
+                    Error::CliUsage(format!("failed to read {}: {e}", path.display()))
+                })?)
+                .map_err(|e| Error::CliUsage(format!("{}: {e}", path.display())))?,
+            ),
+            None => None,
+        };
+    let report =
+        crate::plugin::check::check(&dirs, PluginRuntime::default_cache_dir(), fleet.as_ref())
+            .await
+            .map_err(Error::Plugins)?;
+    emit(format, &report, render_plugins);
+    let problems = report.problem_count();
+    if strict && problems > 0 {
+        return Err(Error::PluginCheckFailed { problems });
+    }
+    Ok(())
+}
+
+fn render_plugins(r: &crate::plugin::check::PluginCheckResponse) -> String {
+    let rows = r.plugins.iter().map(|p| {
+        vec![
+            p.name.clone(),
+            p.kind.map_or("-".to_string(), |k| k.to_string()),
+            p.sha256.clone().unwrap_or_else(|| "-".into()),
+            if p.used_by.is_empty() {
+                "-".to_string()
+            } else {
+                p.used_by.join(", ")
+            },
+        ]
+    });
+    let mut out = status::table(&["PLUGIN", "KIND", "SHA256", "USED BY"], rows);
+    let problems = r
+        .problems
+        .iter()
+        .chain(r.plugins.iter().flat_map(|p| p.problems.iter()));
+    for problem in problems {
+        out.push_str(&format!("problem: {problem}\n"));
+    }
+    out
 }
 
 fn parse_restore_point(value: &str) -> Result<RestorePoint, String> {

@@ -45,6 +45,8 @@ pub enum Error {
     VerifyFailed { url: String, problems: usize },
     #[error("failed to load plugins: {0}")]
     Plugins(String),
+    #[error("plugin check found {problems} problems")]
+    PluginCheckFailed { problems: usize },
     #[error("{failed} of {total} config files have problems")]
     ConfigCheckFailed { failed: usize, total: usize },
 }

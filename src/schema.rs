@@ -23,6 +23,7 @@ pub enum CliResponse {
     MirrorSync(MirrorSyncResponse),
     MirrorRestore(MirrorRestoreResponse),
     MirrorVerify(VerifyReport),
+    PluginCheck(crate::plugin::check::PluginCheckResponse),
 }
 
 /// A schema file: its name under `schema/` and its pretty JSON text.

@@ -196,3 +196,115 @@ fn walk(dir: &std::path::Path) -> Vec<String> {
     }
     out
 }
+
+#[test]
+fn plugin_list_and_check_report_what_a_node_would_load() {
+    use crate::common::{fails_with, json, ok, sleet};
+    let dir = plugin_dir(&["verify-copier", "throttle-copier", "audit-hook"]);
+    std::fs::write(dir.path().join("bogus.wasm"), "not wasm").unwrap();
+    let dir_arg = dir.path().to_str().unwrap();
+
+    let listed = json(&ok(sleet(&[
+        "plugin",
+        "list",
+        "--plugin-dir",
+        dir_arg,
+        "--format",
+        "json",
+    ])));
+    let plugins = listed["plugins"].as_array().unwrap();
+    let kinds: Vec<(&str, &str)> = plugins
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap(),
+                p["kind"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("audit-hook", "hook"),
+            ("bogus", "-"),
+            ("throttle-copier", "copier"),
+            ("verify-copier", "copier")
+        ]
+    );
+    assert_eq!(
+        plugins[3]["sha256"].as_str().unwrap(),
+        sha256_of("verify-copier")
+    );
+
+    let config = tempfile::NamedTempFile::new().unwrap();
+    let write_config = |body: &str| std::fs::write(config.path(), body).unwrap();
+    let config_arg = config.path().to_str().unwrap();
+    write_config(
+        "[database.mirror.targets.slow]\nurl = \"s3://dr/x\"\ncopier = \"plugin:throttle-copier\"\n\
+         [database.hooks.audit]\nplugin = \"audit-hook\"\n",
+    );
+    std::fs::remove_file(dir.path().join("bogus.wasm")).unwrap();
+    let err = fails_with(
+        sleet(&[
+            "plugin",
+            "check",
+            "--plugin-dir",
+            dir_arg,
+            "--config",
+            config_arg,
+        ]),
+        1,
+        "plugin check found 1 problems",
+    );
+    let out = String::from_utf8(
+        sleet(&[
+            "plugin",
+            "check",
+            "--plugin-dir",
+            dir_arg,
+            "--config",
+            config_arg,
+        ])
+        .stdout,
+    )
+    .unwrap();
+    assert!(
+        out.contains("mirror target slow: plugin throttle-copier rejected its config: bytes_per_second is required"),
+        "{out}\n{err}"
+    );
+    write_config(
+        "[database.mirror.targets.slow]\nurl = \"s3://dr/x\"\ncopier = \"plugin:throttle-copier\"\n\
+         [database.mirror.targets.slow.copier_config]\nbytes_per_second = 1000000\n\
+         [database.hooks.audit]\nplugin = \"audit-hook\"\n\
+         [database.hooks.window]\nplugin = \"maintenance-window\"\n",
+    );
+    fails_with(
+        sleet(&[
+            "plugin",
+            "check",
+            "--plugin-dir",
+            dir_arg,
+            "--config",
+            config_arg,
+        ]),
+        1,
+        "plugin check found 1 problems",
+    );
+    write_config(
+        "[database.mirror.targets.slow]\nurl = \"s3://dr/x\"\ncopier = \"plugin:throttle-copier\"\n\
+         [database.mirror.targets.slow.copier_config]\nbytes_per_second = 1000000\n\
+         [database.hooks.audit]\nplugin = \"audit-hook\"\n",
+    );
+    let checked = ok(sleet(&[
+        "plugin",
+        "check",
+        "--plugin-dir",
+        dir_arg,
+        "--config",
+        config_arg,
+    ]));
+    assert!(
+        checked.contains("throttle-copier") && !checked.contains("problem:"),
+        "{checked}"
+    );
+}

@@ -2,7 +2,6 @@
 //! binary, for the wasm32-wasip2 target (`.ci/run` installs it).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 /// The outer build's target directory (`<target>/debug/sleet` is the binary).
@@ -18,35 +17,7 @@ fn outer_target_dir() -> PathBuf {
 /// The directory holding `<crate_name>.wasm` for every plugin crate.
 pub fn built() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("plugins/Cargo.toml");
-        // A separate target dir: a nested cargo on the outer one would
-        // wait forever for the lock the outer build holds.
-        let target = outer_target_dir().join("plugins-wasm");
-        let output = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "--release",
-                "--target",
-                "wasm32-wasip2",
-                "--manifest-path",
-            ])
-            .arg(&manifest)
-            .env("CARGO_TARGET_DIR", &target)
-            .env_remove("RUSTFLAGS")
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .env_remove("RUSTC_WRAPPER")
-            .env_remove("CARGO_BUILD_TARGET")
-            .output()
-            .expect("cargo runs");
-        assert!(
-            output.status.success(),
-            "building plugins/ for wasm32-wasip2 failed (is the target installed? \
-             `rustup target add wasm32-wasip2`):\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        target.join("wasm32-wasip2/release")
-    })
+    BUILT.get_or_init(|| sleet::testing::build_plugins(&outer_target_dir().join("plugins-wasm")))
 }
 
 /// A fresh plugin dir holding the named plugins (`verify-copier`, ...).
