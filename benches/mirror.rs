@@ -3,6 +3,11 @@
 //! the physical limit for the same objects: `cp -r` for file to file, a
 //! plain object_store GET/PUT loop for S3 to S3.
 //!
+//! The example plugin copiers (built from `plugins/`) run on the same
+//! workload: `throttle-copier` uncapped, whose bytes move by the host's
+//! `copy-to`, and `verify-copier`, which streams every byte through the
+//! plugin and reads each copy back.
+//!
 //! `cargo bench --bench mirror`; S3 to S3 runs when `SLEET_S3_ENDPOINT`
 //! points at a server with buckets `sleet` and `sleet-mirror` (as
 //! `scripts/test` starts). docs/performance.md records a run.
@@ -29,6 +34,39 @@ const VALUE_BYTES: usize = 64 * 1024;
 struct Run {
     label: String,
     elapsed: Duration,
+}
+
+/// The example plugin copiers, built from `plugins/`: `throttle-copier`
+/// uncapped (its objects move by the host's copy-to) and `verify-copier`
+/// (every byte streams through the plugin and is read back).
+fn plugin_copiers() -> Vec<(String, Arc<dyn Copier>)> {
+    let built = sleet::testing::build_plugins(&std::env::temp_dir().join("sleet-bench-plugins"));
+    let dir = tempfile::tempdir().expect("a plugin dir");
+    for name in ["throttle-copier", "verify-copier"] {
+        let file = format!("{}.wasm", name.replace('-', "_"));
+        std::fs::copy(built.join(&file), dir.path().join(format!("{name}.wasm"))).expect("copy");
+    }
+    let runtime = sleet::plugin::PluginRuntime::new(None).expect("a plugin runtime");
+    let set =
+        sleet::plugin::PluginSet::load(&runtime, &[dir.path().to_path_buf()], &Default::default());
+    let limits = sleet::config::FleetConfig::default().plugin_limits("", false);
+    let make = |name: &str, config: Vec<(String, String)>| -> Arc<dyn Copier> {
+        let plugin = set.copier(name, "bench").expect("a loaded copier");
+        Arc::new(plugin.copier(config, limits.clone(), PARALLELISM, 0))
+    };
+    vec![
+        (
+            "plugin copy-to".to_string(),
+            make(
+                "throttle-copier",
+                vec![("bytes_per_second".into(), "0".into())],
+            ),
+        ),
+        (
+            "plugin streaming".to_string(),
+            make("verify-copier", Vec::new()),
+        ),
+    ]
 }
 
 fn main() {
@@ -149,6 +187,13 @@ async fn pass(
 async fn file_to_file(source_url: &str, dir: &std::path::Path) -> Vec<Run> {
     let open = |url: &str| DatabaseHandle::open(url).expect("a handle");
     let mut runs = Vec::new();
+    for (label, copier) in plugin_copiers() {
+        let dest = format!("file://{}/{}", dir.display(), label.replace(' ', "-"));
+        runs.push(Run {
+            elapsed: pass(open(source_url), open(&dest), copier).await,
+            label,
+        });
+    }
     let builtin = format!("file://{}/builtin", dir.display());
     runs.push(Run {
         label: "builtin".into(),
@@ -254,7 +299,15 @@ async fn s3_to_s3(file_source: &str, endpoint: &str) -> Vec<Run> {
             Path::from(format!("{run_id}/{name}")),
         )
     };
-    let mut runs = vec![
+    let mut runs: Vec<Run> = Vec::new();
+    for (label, copier) in plugin_copiers() {
+        let name = label.replace(' ', "-");
+        runs.push(Run {
+            elapsed: pass(source(), destination(&name), copier).await,
+            label,
+        });
+    }
+    runs.extend([
         Run {
             label: "builtin".into(),
             elapsed: pass(
@@ -273,7 +326,7 @@ async fn s3_to_s3(file_source: &str, endpoint: &str) -> Vec<Run> {
             )
             .await,
         },
-    ];
+    ]);
     let start = Instant::now();
     raw_copy(
         &sleet_bucket,

@@ -37,6 +37,9 @@ use crate::services::{DatabaseHandle, ServiceError, ServiceSpec, run_service};
 const BACKOFF_START: Duration = Duration::from_secs(1);
 /// The longest wait between retries of a failing task.
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// A run that lasted this long was healthy: its failure starts the
+/// backoff afresh instead of doubling an old one.
+const HEALTHY_RUN: Duration = Duration::from_secs(60);
 /// How long a cancelled task may take to stop before it is abandoned.
 const STOP_GRACE: Duration = Duration::from_secs(20);
 /// How long shutdown waits for every task before deleting the heartbeat.
@@ -650,6 +653,7 @@ impl Supervisor {
         let mut last_error = None;
         loop {
             attempt += 1;
+            let started = Instant::now();
             let result = match self.ask_hooks(attempt, last_error.clone()).await {
                 HookGate::Skip => {
                     // Deferred: ask again at the next tick.
@@ -663,7 +667,6 @@ impl Supervisor {
                 HookGate::Go(context) => {
                     self.board
                         .set(&self.key, self.instance, Phase::Running, None);
-                    let started = Instant::now();
                     let result = self.run_once(&token).await;
                     self.hooks
                         .after(context, run_outcome(&result, &token, started.elapsed()));
@@ -685,6 +688,9 @@ impl Supervisor {
                     self.fenced_wait
                 }
                 Err(e) => {
+                    if started.elapsed() >= HEALTHY_RUN {
+                        backoff = BACKOFF_START;
+                    }
                     backoff = (backoff * 2).min(BACKOFF_MAX);
                     warn!(database = %self.key.database, service = %self.key.service,
                         "task failed: {e}; retrying in {}s", backoff.as_secs());

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use sleet::testing::Faults;
 
-use crate::cluster::{Cluster, FAST_FLEET, Seeded, placement_matches, poll_until};
+use crate::cluster::{Cluster, FAST_FLEET, Seeded, ownership_matches, poll_until};
 use crate::db;
 
 const ROUNDS: usize = 8;
@@ -108,9 +108,9 @@ async fn random_crashes_restarts_and_store_faults_lose_nothing() {
         eprintln!("round {round}: {actions:?}, live {live:?}");
         poll_until(
             Duration::from_secs(45),
-            &format!("placement over {live:?} after round {round}"),
+            &format!("ownership over {live:?} after round {round}"),
             || async {
-                placement_matches(&cluster, &live, &dbs, 2)
+                ownership_matches(&cluster, &live, &dbs, 2)
                     .await
                     .then_some(())
             },

@@ -251,12 +251,21 @@ impl Cluster {
 
     /// Running tasks per service, as the node's own heartbeat reports them.
     pub async fn running(&self, id: &str) -> Option<BTreeMap<Service, u64>> {
+        self.tasks(id, false).await
+    }
+
+    /// Tasks per service; with `with_backoff`, also those waiting out a
+    /// failure (what the node owns).
+    async fn tasks(&self, id: &str, with_backoff: bool) -> Option<BTreeMap<Service, u64>> {
+        let count = |s: &sleet::heartbeat::ServiceTasks| {
+            s.running + if with_backoff { s.backoff } else { 0 }
+        };
         Some(
             self.body(id)
                 .await?
                 .services
                 .iter()
-                .map(|s| (s.service, s.running))
+                .map(|s| (s.service, count(s)))
                 .collect(),
         )
     }
@@ -269,6 +278,27 @@ pub async fn placement_matches(
     live: &[&str],
     dbs: &BTreeMap<String, Vec<Service>>,
     workers: usize,
+) -> bool {
+    placement_is(cluster, live, dbs, workers, false).await
+}
+
+/// Like [`placement_matches`], counting tasks that wait out a failure as
+/// owned: after injected faults, ownership converges before health does.
+pub async fn ownership_matches(
+    cluster: &Cluster,
+    live: &[&str],
+    dbs: &BTreeMap<String, Vec<Service>>,
+    workers: usize,
+) -> bool {
+    placement_is(cluster, live, dbs, workers, true).await
+}
+
+async fn placement_is(
+    cluster: &Cluster,
+    live: &[&str],
+    dbs: &BTreeMap<String, Vec<Service>>,
+    workers: usize,
+    with_backoff: bool,
 ) -> bool {
     let mut expected: BTreeMap<&str, BTreeMap<Service, u64>> = live
         .iter()
@@ -291,7 +321,7 @@ pub async fn placement_matches(
         }
     }
     for id in live {
-        if cluster.running(id).await.as_ref() != Some(&expected[id]) {
+        if cluster.tasks(id, with_backoff).await.as_ref() != Some(&expected[id]) {
             return false;
         }
     }
