@@ -90,10 +90,16 @@ fn main() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let source_url = format!("file://{}/source", dir.path().display());
         let bytes = seed(&source_url, mib).await;
-        let mb = bytes as f64 / 1e6;
-        println!("mirror seeding: source {mb:.0} MB ({mib} MiB of values)");
+        println!(
+            "mirror seeding: source root {:.0} MB ({mib} MiB of values, WAL included)",
+            bytes as f64 / 1e6
+        );
 
         let file_runs = file_to_file(&source_url, dir.path()).await;
+        let builtin = format!("file://{}/builtin", dir.path().display());
+        let (store, path) = sleet::store::open_url(&builtin).expect("a store");
+        let mb = listing(&store, &path).await.1 as f64 / 1e6;
+        println!("mirror seeding: a seeding pass copies {mb:.0} MB (the head's closure)");
         print_runs("file to file", &file_runs, mb);
         if let Some(endpoint) = endpoint {
             let s3_runs = s3_to_s3(&source_url, &endpoint).await;
@@ -214,18 +220,22 @@ async fn file_to_file(source_url: &str, dir: &std::path::Path) -> Vec<Run> {
         )
         .await,
     });
+    // The limit copies exactly the objects builtin's pass wrote.
+    let (builtin_store, builtin_path) = sleet::store::open_url(&builtin).expect("a store");
+    let (names, _) = listing(&builtin_store, &builtin_path).await;
     let target = dir.join("cp");
     std::fs::create_dir_all(&target).expect("cp target");
     let start = Instant::now();
     let status = std::process::Command::new("cp")
-        .arg("-r")
-        .args(["compacted", "wal", "manifest"].map(|d| dir.join("source").join(d)))
+        .arg("--parents")
+        .args(&names)
         .arg(&target)
+        .current_dir(dir.join("source"))
         .status()
         .expect("cp runs");
     assert!(status.success());
     runs.push(Run {
-        label: "cp -r (limit)".into(),
+        label: "cp (limit)".into(),
         elapsed: start.elapsed(),
     });
     runs
@@ -245,25 +255,39 @@ fn s3(endpoint: &str, bucket: &str) -> Arc<dyn ObjectStore> {
     )
 }
 
-/// Every object under `from` copied to `to`, `PARALLELISM` at a time.
+/// Root-relative names and total bytes of every object under `root`.
+async fn listing(store: &Arc<dyn ObjectStore>, root: &Path) -> (Vec<String>, u64) {
+    let metas: Vec<object_store::ObjectMeta> = store
+        .list(Some(root))
+        .map(|meta| meta.expect("list"))
+        .collect()
+        .await;
+    let bytes = metas.iter().map(|m| m.size).sum();
+    let names = metas
+        .iter()
+        .map(|m| {
+            let full = m.location.as_ref();
+            full.strip_prefix(root.as_ref())
+                .unwrap_or(full)
+                .trim_start_matches('/')
+                .to_string()
+        })
+        .collect();
+    (names, bytes)
+}
+
+/// `names` (relative to `from`) copied to `to`, `PARALLELISM` at a time.
 async fn raw_copy(
     source: &Arc<dyn ObjectStore>,
     from: &Path,
     destination: &Arc<dyn ObjectStore>,
     to: &Path,
+    names: Vec<String>,
 ) {
-    let names: Vec<Path> = source
-        .list(Some(from))
-        .map(|meta| meta.expect("list").location)
-        .collect()
-        .await;
     futures::stream::iter(names)
-        .map(|name| async move {
-            let relative = name
-                .as_ref()
-                .strip_prefix(from.as_ref())
-                .unwrap_or(name.as_ref());
-            let target = Path::parse(format!("{to}{relative}")).expect("a path");
+        .map(|relative| async move {
+            let name = Path::parse(format!("{from}/{relative}")).expect("a path");
+            let target = Path::parse(format!("{to}/{relative}")).expect("a path");
             let body = source
                 .get(&name)
                 .await
@@ -284,7 +308,8 @@ async fn s3_to_s3(file_source: &str, endpoint: &str) -> Vec<Run> {
     let mirror_bucket = s3(endpoint, "sleet-mirror");
     let (local, local_path) = sleet::store::open_url(file_source).expect("the file source");
     let source_path = Path::from(format!("{run_id}/source"));
-    raw_copy(&local, &local_path, &sleet_bucket, &source_path).await;
+    let (all, _) = listing(&local, &local_path).await;
+    raw_copy(&local, &local_path, &sleet_bucket, &source_path, all).await;
     let source = || {
         DatabaseHandle::from_parts(
             format!("s3://sleet/{run_id}/source"),
@@ -327,12 +352,15 @@ async fn s3_to_s3(file_source: &str, endpoint: &str) -> Vec<Run> {
             .await,
         },
     ]);
+    // The limit copies exactly the objects builtin's pass wrote.
+    let (names, _) = listing(&mirror_bucket, &Path::from(format!("{run_id}/builtin"))).await;
     let start = Instant::now();
     raw_copy(
         &sleet_bucket,
         &source_path,
         &mirror_bucket,
         &Path::from(format!("{run_id}/raw")),
+        names,
     )
     .await;
     runs.push(Run {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use sleet::testing::Faults;
 
-use crate::cluster::{Cluster, FAST_FLEET, Seeded, ownership_matches, poll_until};
+use crate::cluster::{Cluster, FAST_FLEET, Seeded, ownership_matches};
 use crate::db;
 
 const ROUNDS: usize = 8;
@@ -83,7 +83,8 @@ async fn random_crashes_restarts_and_store_faults_lose_nothing() {
     eprintln!("chaos seed {seed} (SLEET_CHAOS_SEED={seed} replays it)");
     let mut chaos = Chaos(seed);
     let faults = Faults::new();
-    let mut cluster = Cluster::new(FAST_FLEET).with_faults(faults.clone());
+    let fleet = FAST_FLEET.replace("min_age = \"1s\"", "min_age = \"10s\"");
+    let mut cluster = Cluster::new(&fleet).with_faults(faults.clone());
     let seeded = Seeded::new(&cluster, 4).await;
     let dbs = seeded.placement();
     for id in &NODE_POOL[..3] {
@@ -106,16 +107,16 @@ async fn random_crashes_restarts_and_store_faults_lose_nothing() {
         let live = cluster.running_ids();
         let live: Vec<&str> = live.iter().map(String::as_str).collect();
         eprintln!("round {round}: {actions:?}, live {live:?}");
-        poll_until(
-            Duration::from_secs(45),
-            &format!("ownership over {live:?} after round {round}"),
-            || async {
-                ownership_matches(&cluster, &live, &dbs, 2)
-                    .await
-                    .then_some(())
-            },
-        )
-        .await;
+        let started = std::time::Instant::now();
+        while !ownership_matches(&cluster, &live, &dbs, 2).await {
+            if started.elapsed() > Duration::from_secs(45) {
+                for id in &live {
+                    eprintln!("{id}: {:?}", cluster.body(id).await);
+                }
+                panic!("ownership over {live:?} did not converge after round {round}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         db::assert_all_keys(&seeded.writer, 0..rounds_written).await;
         for url in &seeded.urls[1..] {
             db::assert_reader_sees(url, 0..4).await;

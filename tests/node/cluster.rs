@@ -256,7 +256,7 @@ impl Cluster {
 
     /// Tasks per service; with `with_backoff`, also those waiting out a
     /// failure (what the node owns).
-    async fn tasks(&self, id: &str, with_backoff: bool) -> Option<BTreeMap<Service, u64>> {
+    pub async fn tasks(&self, id: &str, with_backoff: bool) -> Option<BTreeMap<Service, u64>> {
         let count = |s: &sleet::heartbeat::ServiceTasks| {
             s.running + if with_backoff { s.backoff } else { 0 }
         };
