@@ -149,3 +149,15 @@ fn a_missing_rclone_binary_is_a_clear_error() {
         "rclone: failed to run \"/nonexistent/rclone\"",
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_external_copier_backfills_what_replication_missed() {
+    let data = tempfile::tempdir().unwrap();
+    let source = format!("file://{}/source", data.path().display());
+    let copy = format!("file://{}/copy", data.path().display());
+    let external = OneTarget::new(&source, &copy, "external").await;
+    // Nothing replicated the objects: the pass probes and backfills them all.
+    let synced = external.sync_and_verify(&[]);
+    assert!(synced["bytes_copied"].as_u64().unwrap() > 0, "{synced}");
+    db::assert_reader_sees(&copy, 0..3).await;
+}

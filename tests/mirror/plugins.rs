@@ -308,3 +308,44 @@ fn plugin_list_and_check_report_what_a_node_would_load() {
         "{checked}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_keeps_mirroring_beside_a_trapping_plugin_and_a_missing_one() {
+    use sleet::{NodeOptions, StatusOptions};
+    let plugins = plugin_dir(&["hostile-copier"]);
+    let dest_dir = tempfile::tempdir().unwrap();
+    let url = |name: &str| format!("file://{}/{name}", dest_dir.path().display());
+    let config = format!(
+        "[database.mirror.targets.good]\nurl = \"{}\"\npoll = \"200ms\"\n\
+         [database.mirror.targets.bad]\nurl = \"{}\"\ncopier = \"plugin:hostile-copier\"\n\
+         [database.mirror.targets.bad.copier_config]\nmode = \"trap\"\n\
+         [database.mirror.targets.absent]\nurl = \"{}\"\ncopier = \"plugin:verify-copier\"\n",
+        url("good"),
+        url("bad"),
+        url("absent")
+    );
+    let mut source = Source::new(&config, 2).await;
+    source.start_node(
+        NodeOptions::new("solo").with_plugin_dirs([plugins.path().to_path_buf()], None),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let status = source.fleet.status(StatusOptions::default()).await.unwrap();
+        let warnings = status.warnings.join("\n");
+        let good_done = !db::objects(&url("good"), "manifest").await.is_empty();
+        if good_done
+            && warnings.contains("mirror target bad of")
+            && warnings.contains("plugin hostile-copier trapped")
+            && warnings.contains("plugin \"verify-copier\" is not loaded on node solo")
+            && warnings.contains("needs plugin verify-copier, which node solo has not loaded")
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{warnings}");
+        crate::harness::pause(200).await;
+    }
+    assert_verified(&url("good")).await;
+    db::assert_reader_sees(&url("good"), 0..source.rounds).await;
+    assert!(db::objects(&url("bad"), "manifest").await.is_empty());
+    source.stop().await;
+}
