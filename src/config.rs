@@ -1621,4 +1621,81 @@ mod tests {
         assert_eq!(line_and_column("ab\ncµd", 5), (2, 2), "inside a character");
         assert_eq!(line_and_column("x", 0), (1, 1));
     }
+
+    #[test]
+    fn plugin_copiers_hooks_and_grants_parse_layer_and_flatten() {
+        let fleet = parse_fleet_config(
+            r#"
+            [database.mirror.targets.dr]
+            url = "s3://dr/x"
+            copier = "plugin:throttle-copier"
+            [database.mirror.targets.dr.copier_config]
+            bytes_per_second = 1000
+            tags = { team = "data", tier = 2 }
+            [database.hooks.window]
+            plugin = "maintenance-window"
+            services = ["mirror"]
+            [database.hooks.window.config]
+            start = "01:00"
+            [plugins.throttle-copier]
+            memory_mib = 16
+            call_timeout = "30s"
+            "#,
+        )
+        .unwrap();
+        let file = parse_database_config(
+            &fleet,
+            "[mirror.targets.dr.copier_config]\nbytes_per_second = 5\n[hooks.window]\ndisabled = true\n",
+        )
+        .unwrap();
+        let db = fleet.resolve_database(&file);
+        let dr = &db.mirror_targets["dr"];
+        assert_eq!(dr.copier, CopierKind::Plugin("throttle-copier".into()));
+        assert_eq!(
+            dr.copier_config,
+            [
+                ("bytes_per_second".to_string(), "5".to_string()),
+                ("tags.team".to_string(), "data".to_string()),
+                ("tags.tier".to_string(), "2".to_string()),
+            ],
+            "merged by key, nested tables dotted"
+        );
+        assert!(
+            db.hooks.is_empty(),
+            "a registry file disables the hook by name"
+        );
+        let window = &fleet.database.resolve().hooks["window"];
+        assert!(window.applies_to(Service::Mirror) && !window.applies_to(Service::Gc));
+        let limits = fleet.plugin_limits("throttle-copier", false);
+        assert_eq!(limits.memory_bytes, 16 << 20);
+        assert_eq!(limits.call_timeout, Duration::from_secs(30));
+        assert_eq!(
+            fleet.plugin_limits("other", true).call_timeout,
+            Duration::from_secs(5),
+            "hooks default to 5s"
+        );
+    }
+
+    #[test]
+    fn bad_plugin_config_is_named() {
+        let err = |toml: &str| parse_fleet_config(toml).unwrap_err().to_string();
+        assert!(
+            err("[database.mirror.targets.dr]\nurl = \"s3://x/y\"\ncopier = \"plugin:bad name\"")
+                .contains("invalid plugin name \"bad name\"")
+        );
+        assert!(
+            err("[database.mirror.targets.dr]\nurl = \"s3://x/y\"\ncopier = \"ftp\"")
+                .contains("unknown copier \"ftp\"")
+        );
+        assert!(
+            err("[database.hooks.h]\nservices = [\"gc\"]")
+                .contains("database.hooks.h: plugin is required unless the hook is disabled")
+        );
+        assert!(
+            err("[plugins.p]\nsha256 = \"abc\"").contains("plugins.p.sha256 must be 64 hex digits")
+        );
+        assert!(
+            err("[plugins.p]\nmemory_mib = 0").contains("plugins.p.memory_mib must be 1..=4096")
+        );
+    }
 }
