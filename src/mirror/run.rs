@@ -286,8 +286,7 @@ async fn run_continuous(
         } else {
             (idle * 2).min(max_idle)
         };
-        let wait = if active { settings.poll } else { idle };
-        if !pause(wait, cancel).await {
+        if !pause(idle, cancel).await {
             return Ok(());
         }
     }

@@ -8,12 +8,12 @@ use std::sync::atomic::Ordering;
 use async_trait::async_trait;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
-use wasmtime::component::{Component, HasSelf, Linker, Resource};
+use wasmtime::component::{Component, HasSelf, Resource};
 
 use super::bindings::copier_world::exports::sleet::plugin::copier::Info;
 use super::bindings::copier_world::{CopierPlugin as Bindings, CopierPluginPre};
 use super::host::{HostState, Scope};
-use super::runtime::{PluginRuntime, with_deadline};
+use super::runtime::{PluginRuntime, load_error, with_deadline};
 use super::{PluginError, PluginInfo};
 use crate::config::PluginLimits;
 use crate::copier::{Copier, CopyBatch, CopyError, CopyProgress, CopyReport, ObjectOutcome};
@@ -36,17 +36,10 @@ impl CopierPlugin {
         info: PluginInfo,
         component: &Component,
     ) -> Result<CopierPlugin, PluginError> {
-        let link_error = |e: wasmtime::Error| PluginError::Load {
-            name: info.name.clone(),
-            message: format!("{e:#}"),
-        };
-        let mut linker = Linker::new(runtime.engine());
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link_error)?;
-        Bindings::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(link_error)?;
-        let pre = linker
-            .instantiate_pre(component)
-            .and_then(CopierPluginPre::new)
-            .map_err(link_error)?;
+        let pre = runtime.instantiate_pre(&info.name, component, |linker| {
+            Bindings::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+        })?;
+        let pre = CopierPluginPre::new(pre).map_err(|e| load_error(&info.name, e))?;
         Ok(CopierPlugin { runtime, info, pre })
     }
 

@@ -4,14 +4,14 @@
 
 use std::sync::Arc;
 
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, HasSelf};
 
 use super::bindings::hook_world::exports::sleet::plugin::hook::{
     Decision as WitDecision, Outcome as WitOutcome, TaskContext,
 };
 use super::bindings::hook_world::{HookPlugin as Bindings, HookPluginPre};
 use super::host::{HostState, Scope};
-use super::runtime::{PluginRuntime, with_deadline};
+use super::runtime::{PluginRuntime, load_error, with_deadline};
 use super::{PluginError, PluginInfo};
 use crate::config::PluginLimits;
 
@@ -74,17 +74,10 @@ impl HookPlugin {
         info: PluginInfo,
         component: &Component,
     ) -> Result<HookPlugin, PluginError> {
-        let link_error = |e: wasmtime::Error| PluginError::Load {
-            name: info.name.clone(),
-            message: format!("{e:#}"),
-        };
-        let mut linker = Linker::new(runtime.engine());
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link_error)?;
-        Bindings::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(link_error)?;
-        let pre = linker
-            .instantiate_pre(component)
-            .and_then(HookPluginPre::new)
-            .map_err(link_error)?;
+        let pre = runtime.instantiate_pre(&info.name, component, |linker| {
+            Bindings::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+        })?;
+        let pre = HookPluginPre::new(pre).map_err(|e| load_error(&info.name, e))?;
         Ok(HookPlugin { runtime, info, pre })
     }
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmtime::component::Component;
+use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::{Config, Engine, Store};
 
 use super::PluginError;
@@ -73,12 +73,8 @@ impl PluginRuntime {
         bytes: &[u8],
         sha256: &str,
     ) -> Result<Component, PluginError> {
-        let load_error = |message: String| PluginError::Load {
-            name: name.into(),
-            message,
-        };
         let Some(dir) = &self.cache_dir else {
-            return Component::new(&self.engine, bytes).map_err(|e| load_error(format!("{e:#}")));
+            return Component::new(&self.engine, bytes).map_err(|e| load_error(name, e));
         };
         let cached = dir.join(format!("{sha256}-{}.cwasm", self.compatibility()));
         if cached.exists() {
@@ -97,7 +93,7 @@ impl PluginRuntime {
         let native = self
             .engine
             .precompile_component(bytes)
-            .map_err(|e| load_error(format!("{e:#}")))?;
+            .map_err(|e| load_error(name, e))?;
         if let Err(e) = write_atomically(&cached, &native) {
             tracing::warn!(
                 plugin = name,
@@ -106,8 +102,7 @@ impl PluginRuntime {
             );
         }
         // Safety: `native` was produced by this engine just now.
-        unsafe { Component::deserialize(&self.engine, &native) }
-            .map_err(|e| load_error(format!("{e:#}")))
+        unsafe { Component::deserialize(&self.engine, &native) }.map_err(|e| load_error(name, e))
     }
 
     /// This engine's precompiled-code compatibility, as a short hex tag.
@@ -117,6 +112,22 @@ impl PluginRuntime {
             .precompile_compatibility_hash()
             .hash(&mut hasher);
         format!("{:016x}", hasher.finish())
+    }
+
+    /// Links WASI (with nothing granted) and a world's imports, then
+    /// type-checks `component` against them, once per plugin.
+    pub fn instantiate_pre(
+        &self,
+        name: &str,
+        component: &Component,
+        add_world: impl FnOnce(&mut Linker<HostState>) -> wasmtime::Result<()>,
+    ) -> Result<InstancePre<HostState>, PluginError> {
+        let mut linker = Linker::new(&self.engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| load_error(name, e))?;
+        add_world(&mut linker).map_err(|e| load_error(name, e))?;
+        linker
+            .instantiate_pre(component)
+            .map_err(|e| load_error(name, e))
     }
 
     /// The component's exported interface names.
@@ -172,6 +183,14 @@ fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()>
     std::io::Write::write_all(&mut file, bytes)?;
     file.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+/// A plugin that failed to compile, link or type-check.
+pub fn load_error(name: &str, e: wasmtime::Error) -> PluginError {
+    PluginError::Load {
+        name: name.into(),
+        message: format!("{e:#}"),
+    }
 }
 
 /// Maps a failed call to a plugin error that names the plugin.
