@@ -177,6 +177,49 @@ impl ObjectStore for CountingStore {
     }
 }
 
+/// SplitMix64's increment.
+const SPLITMIX_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// SplitMix64's output function: a well-mixed 64 bits from any input.
+fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A seedable SplitMix64 generator for randomized tests. The seed comes
+/// from `SLEET_CHAOS_SEED` when set, else the clock, and is printed, so a
+/// failing run replays.
+#[derive(Debug, Clone)]
+pub struct Chaos {
+    state: u64,
+}
+
+impl Chaos {
+    pub fn from_env() -> Chaos {
+        let seed = std::env::var("SLEET_CHAOS_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64)
+            });
+        eprintln!("chaos seed {seed} (SLEET_CHAOS_SEED={seed} replays it)");
+        Chaos { state: seed }
+    }
+
+    pub fn draw(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(SPLITMIX_GAMMA);
+        mix64(self.state)
+    }
+
+    /// One of `from`, uniformly enough for tests; `from` must not be empty.
+    pub fn pick<'a, T>(&mut self, from: &'a [T]) -> &'a T {
+        &from[(self.draw() % from.len() as u64) as usize]
+    }
+}
+
 /// Fault settings shared by every [`FaultyStore`] made from them, so a test
 /// can turn faults up and down for a whole fleet at once.
 #[derive(Debug, Default)]
@@ -216,13 +259,11 @@ impl Faults {
     /// A well-mixed 64-bit draw (SplitMix64 over a shared counter): cheap,
     /// deterministic in distribution, and needs no RNG crate.
     fn draw(&self) -> u64 {
-        let mut z = self
-            .sequence
-            .fetch_add(1, Ordering::Relaxed)
-            .wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        mix64(
+            self.sequence
+                .fetch_add(1, Ordering::Relaxed)
+                .wrapping_add(SPLITMIX_GAMMA),
+        )
     }
 
     /// Waits the injected latency, then decides whether this request fails.

@@ -156,30 +156,20 @@ pub fn pause(ms: u64) -> tokio::time::Sleep {
     tokio::time::sleep(Duration::from_millis(ms))
 }
 
+/// Polls `check` every 200ms until it is true, or panics after `limit`.
+pub async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = std::time::Instant::now();
+    while !check().await {
+        assert!(start.elapsed() < limit, "timed out after {limit:?}: {what}");
+        pause(200).await;
+    }
+}
+
 /// `[database.mirror.targets.<name>]` with `url` and extra lines.
 pub fn target_toml(name: &str, url: &str) -> String {
     format!("[database.mirror.targets.{name}]\nurl = \"{url}\"\n")
-}
-
-/// A seeded SplitMix64 draw; the seed is printed and
-/// `SLEET_CHAOS_SEED=<n>` replays it.
-pub fn chaos_seed() -> impl FnMut() -> u64 {
-    let seed = std::env::var("SLEET_CHAOS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    eprintln!("chaos seed {seed} (SLEET_CHAOS_SEED={seed} replays it)");
-    let mut state = seed;
-    move || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
 }

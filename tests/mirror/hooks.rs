@@ -10,7 +10,7 @@ use std::time::Duration;
 use sleet::{NodeOptions, StatusOptions};
 
 use crate::db;
-use crate::harness::{Source, assert_verified, pause, target_toml};
+use crate::harness::{Source, assert_verified, eventually, pause, target_toml};
 use crate::wasm::plugin_dir;
 
 /// Log lines of this test binary, for the audit hook's output.
@@ -50,18 +50,6 @@ fn at(hh: i64, mm: i64) -> i64 {
         .and_utc()
         .timestamp_millis();
     midnight + (hh * 60 + mm) * 60_000
-}
-
-async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = std::time::Instant::now();
-    while !check().await {
-        assert!(start.elapsed() < limit, "timed out after {limit:?}: {what}");
-        pause(200).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -6,20 +6,7 @@ use std::time::Duration;
 use sleet::{NodeOptions, StatusOptions};
 
 use crate::db;
-use crate::harness::{Source, assert_verified, pause, target_toml};
-
-/// Polls `check` every 200ms until it is true, or panics after `limit`.
-async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = std::time::Instant::now();
-    while !check().await {
-        assert!(start.elapsed() < limit, "timed out after {limit:?}: {what}");
-        pause(200).await;
-    }
-}
+use crate::harness::{Source, assert_verified, eventually, pause, target_toml};
 
 /// Whether a fresh reader of `url` sees round `round`.
 async fn has_round(url: &str, round: usize) -> bool {

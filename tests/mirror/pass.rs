@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
+use sleet::testing::Chaos;
+
 use crate::db;
-use crate::harness::{Source, assert_verified, chaos_seed, pause, target_toml};
+use crate::harness::{Source, assert_verified, pause, target_toml};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn each_pass_leaves_a_readable_verified_copy_of_the_source() {
@@ -56,12 +58,12 @@ async fn killed_passes_leave_the_destination_complete_and_the_next_converges() {
     let dest = format!("file://{}/dr", dest_dir.path().display());
     let mut source = Source::new(&target_toml("dr", &dest), 4).await;
     source.start_services();
-    let mut chaos = chaos_seed();
+    let mut chaos = Chaos::from_env();
     let mut kills = 0;
     for round in 0..8 {
         source.write(1).await;
         // Kill the pass after a random delay: mid-copy, mid-commit or mid-unpin.
-        let after = Duration::from_millis(chaos() % 120);
+        let after = Duration::from_millis(chaos.draw() % 120);
         match tokio::time::timeout(after, source.sync("dr")).await {
             Ok(finished) => {
                 finished.expect("an unkilled pass succeeds");

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use sleet::testing::Faults;
+use sleet::testing::{Chaos, Faults};
 
 use crate::cluster::{Cluster, FAST_FLEET, Seeded, ownership_matches};
 use crate::db;
@@ -19,35 +19,6 @@ const NODE_POOL: [&str; 4] = ["c1", "c2", "c3", "c4"];
 const FAULT_PER_MILLE: u64 = 50;
 const FAULT_LATENCY: Duration = Duration::from_millis(40);
 
-/// SplitMix64: a small, seedable generator, so a failing run replays.
-struct Chaos(u64);
-
-impl Chaos {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn pick<'a>(&mut self, from: &'a [String]) -> &'a str {
-        &from[(self.next() % from.len() as u64) as usize]
-    }
-}
-
-fn seed() -> u64 {
-    std::env::var("SLEET_CHAOS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        })
-}
-
 /// One random disturbance: crash a node, stop one cleanly, or start one.
 /// At least one node always stays up.
 async fn disturb(cluster: &mut Cluster, chaos: &mut Chaos) -> String {
@@ -57,7 +28,7 @@ async fn disturb(cluster: &mut Cluster, chaos: &mut Chaos) -> String {
         .map(|s| s.to_string())
         .filter(|id| !running.contains(id))
         .collect();
-    match chaos.next() % 3 {
+    match chaos.draw() % 3 {
         0 if running.len() > 1 => {
             let id = chaos.pick(&running).to_string();
             cluster.kill(&id);
@@ -79,9 +50,7 @@ async fn disturb(cluster: &mut Cluster, chaos: &mut Chaos) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn random_crashes_restarts_and_store_faults_lose_nothing() {
-    let seed = seed();
-    eprintln!("chaos seed {seed} (SLEET_CHAOS_SEED={seed} replays it)");
-    let mut chaos = Chaos(seed);
+    let mut chaos = Chaos::from_env();
     let faults = Faults::new();
     let fleet = FAST_FLEET.replace("min_age = \"1s\"", "min_age = \"10s\"");
     let mut cluster = Cluster::new(&fleet).with_faults(faults.clone());

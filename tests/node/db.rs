@@ -104,46 +104,42 @@ pub async fn assert_reader_sees(url: &str, rounds: std::ops::Range<usize>) {
 }
 
 async fn read_all(url: &str, rounds: std::ops::Range<usize>) -> Result<(), String> {
-    let (store, path) = open_store(url);
-    let reader = DbReader::open(
-        path,
-        store,
-        DbReaderMode::FollowLatest,
-        DbReaderOptions::default(),
-    )
-    .await
-    .map_err(|e| format!("opens read-only: {e:?}"))?;
-    for round in rounds {
-        for i in 0..32 {
+    let reader = open_reader(url).await?;
+    check_keys(url, rounds, |k| {
+        let reader = &reader;
+        async move {
             let got = reader
-                .get(key(round, i))
+                .get(k)
                 .await
                 .map_err(|e| format!("reader get: {e:?}"))?;
-            assert_eq!(
-                got.as_deref(),
-                Some(&value(round, i)[..]),
-                "{url}: {}",
-                key(round, i)
-            );
+            Ok(got.map(|b| b.to_vec()))
         }
-    }
+    })
+    .await?;
     reader
         .close()
         .await
         .map_err(|e| format!("reader close: {e:?}"))
 }
 
-/// A fresh read-only view does not see round `round` yet.
-pub async fn assert_reader_lacks(url: &str, round: usize) {
+/// A `FollowLatest` reader, which writes nothing to the database.
+async fn open_reader(url: &str) -> Result<DbReader, String> {
     let (store, path) = open_store(url);
-    let reader = DbReader::open(
+    DbReader::open(
         path,
         store,
         DbReaderMode::FollowLatest,
         DbReaderOptions::default(),
     )
     .await
-    .unwrap_or_else(|e| panic!("{url} opens read-only: {e}"));
+    .map_err(|e| format!("opens read-only: {e:?}"))
+}
+
+/// A fresh read-only view does not see round `round` yet.
+pub async fn assert_reader_lacks(url: &str, round: usize) {
+    let reader = open_reader(url)
+        .await
+        .unwrap_or_else(|e| panic!("{url} {e}"));
     let got = reader.get(key(round, 0)).await.expect("reader get");
     assert!(got.is_none(), "{url} already has round {round}");
     reader.close().await.expect("reader close");
@@ -151,26 +147,37 @@ pub async fn assert_reader_lacks(url: &str, round: usize) {
 
 /// Every key written in `rounds` reads back with its value.
 pub async fn assert_all_keys(db: &Db, rounds: std::ops::Range<usize>) {
-    assert_keys(rounds, |k| async move {
-        db.get(k).await.expect("get").map(|b| b.to_vec())
+    check_keys("the writer", rounds, |k| async move {
+        let got = db.get(k).await.map_err(|e| format!("get: {e:?}"))?;
+        Ok(got.map(|b| b.to_vec()))
     })
-    .await;
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
 }
 
-async fn assert_keys<F, Fut>(rounds: std::ops::Range<usize>, get: F)
+/// Reads every key of `rounds` through `get`, asserting each value; a
+/// failed read is returned (callers retry or panic), a wrong value panics.
+async fn check_keys<F, Fut>(
+    label: &str,
+    rounds: std::ops::Range<usize>,
+    get: F,
+) -> Result<(), String>
 where
     F: Fn(String) -> Fut,
-    Fut: std::future::Future<Output = Option<Vec<u8>>>,
+    Fut: std::future::Future<Output = Result<Option<Vec<u8>>, String>>,
 {
     for round in rounds {
         for i in 0..32 {
-            let got = get(key(round, i)).await;
+            let got = get(key(round, i))
+                .await
+                .map_err(|e| format!("{label}: {e}"))?;
             assert_eq!(
                 got.as_deref(),
                 Some(&value(round, i)[..]),
-                "{}",
+                "{label}: {}",
                 key(round, i)
             );
         }
     }
+    Ok(())
 }
