@@ -16,7 +16,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use slatedb::config::{FlushOptions, FlushType, Settings};
@@ -241,20 +240,6 @@ async fn file_to_file(source_url: &str, dir: &std::path::Path) -> Vec<Run> {
     runs
 }
 
-fn s3(endpoint: &str, bucket: &str) -> Arc<dyn ObjectStore> {
-    Arc::new(
-        AmazonS3Builder::new()
-            .with_endpoint(endpoint)
-            .with_bucket_name(bucket)
-            .with_region("us-east-1")
-            .with_access_key_id("test")
-            .with_secret_access_key("test")
-            .with_allow_http(true)
-            .build()
-            .expect("an S3 client"),
-    )
-}
-
 /// Root-relative names and total bytes of every object under `root`.
 async fn listing(store: &Arc<dyn ObjectStore>, root: &Path) -> (Vec<String>, u64) {
     let metas: Vec<object_store::ObjectMeta> = store
@@ -304,8 +289,8 @@ async fn raw_copy(
 
 async fn s3_to_s3(file_source: &str, endpoint: &str) -> Vec<Run> {
     let run_id = format!("bench-{:x}", std::process::id());
-    let sleet_bucket = s3(endpoint, "sleet");
-    let mirror_bucket = s3(endpoint, "sleet-mirror");
+    let sleet_bucket = sleet::testing::local_s3_bucket(endpoint, "sleet");
+    let mirror_bucket = sleet::testing::local_s3_bucket(endpoint, "sleet-mirror");
     let (local, local_path) = sleet::store::open_url(file_source).expect("the file source");
     let source_path = Path::from(format!("{run_id}/source"));
     let (all, _) = listing(&local, &local_path).await;

@@ -414,3 +414,20 @@ pub fn build_plugins(target_dir: &std::path::Path) -> std::path::PathBuf {
     );
     target_dir.join("wasm32-wasip2/release")
 }
+
+/// A client for `bucket` of the local test S3 server at `endpoint` (the one
+/// `scripts/with-servers` starts), with its fixed test credentials and no
+/// process environment.
+pub fn local_s3_bucket(endpoint: &str, bucket: &str) -> Arc<dyn ObjectStore> {
+    Arc::new(
+        object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(endpoint)
+            .with_bucket_name(bucket)
+            .with_region("us-east-1")
+            .with_access_key_id("test")
+            .with_secret_access_key("test")
+            .with_allow_http(true)
+            .build()
+            .expect("an S3 client"),
+    )
+}

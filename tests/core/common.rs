@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use object_store::ObjectStore;
-use object_store::aws::AmazonS3Builder;
 
 /// A `file://` fleet root in a fresh temporary directory.
 pub struct FileRoot {
@@ -141,17 +140,7 @@ pub fn s3_store(endpoint: &str) -> Arc<dyn ObjectStore> {
 /// A client for any bucket of the test server (`scripts/test` creates
 /// `sleet` and `sleet-mirror`).
 pub fn s3_bucket_store(endpoint: &str, bucket: &str) -> Arc<dyn ObjectStore> {
-    Arc::new(
-        AmazonS3Builder::new()
-            .with_endpoint(endpoint)
-            .with_bucket_name(bucket)
-            .with_region("us-east-1")
-            .with_access_key_id("test")
-            .with_secret_access_key("test")
-            .with_allow_http(true)
-            .build()
-            .expect("an S3 client"),
-    )
+    sleet::testing::local_s3_bucket(endpoint, bucket)
 }
 
 /// A prefix no other test (or earlier run) uses.
