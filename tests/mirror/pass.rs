@@ -60,13 +60,18 @@ async fn killed_passes_leave_the_destination_complete_and_the_next_converges() {
     source.start_services();
     let mut chaos = Chaos::from_env();
     let mut kills = 0;
+    // Kill delays are drawn below the last full pass's duration, so they
+    // land mid-pass however fast this machine copies.
+    let mut pass_ms = 120;
     for round in 0..8 {
         source.write(1).await;
         // Kill the pass after a random delay: mid-copy, mid-commit or mid-unpin.
-        let after = Duration::from_millis(chaos.draw() % 120);
+        let after = Duration::from_millis(chaos.draw() % pass_ms);
+        let started = std::time::Instant::now();
         match tokio::time::timeout(after, source.sync("dr")).await {
             Ok(finished) => {
                 finished.expect("an unkilled pass succeeds");
+                pass_ms = (started.elapsed().as_millis() as u64).max(2);
             }
             Err(_) => kills += 1,
         }
