@@ -1,0 +1,23 @@
+//! Fleet policy: `sleet.toml` and the per-database `dbs/<db>.toml` files.
+//!
+//! Files hold *overrides*: every field is optional. A database's settings
+//! are resolved field by field, last writer wins, from three layers:
+//! built-in defaults, the `[database]` table of `sleet.toml`, then the
+//! database's own registry file. The schema is a superset of sleet 0.1.0's,
+//! so a 0.1.0 config parses unchanged; unknown keys are errors, so a typo
+//! never silently falls back to a default.
+//!
+//! One module per layer: [`files`] holds the shapes the files parse into,
+//! [`resolve`] layers them into settings with defaults applied, and
+//! [`checks`] parses text and reports every problem at once.
+
+mod checks;
+mod files;
+mod resolve;
+
+pub use checks::*;
+pub use files::*;
+pub use resolve::*;
+
+#[cfg(test)]
+mod tests;

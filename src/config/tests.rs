@@ -1,0 +1,468 @@
+//! Config parsing, layering and checks.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::checks::line_and_column;
+use super::*;
+use crate::service::Service;
+
+fn problems(result: Result<impl fmt::Debug, ConfigError>) -> Vec<String> {
+    match result {
+        Err(ConfigError::Invalid(p)) => p,
+        other => panic!("expected validation problems, got {other:?}"),
+    }
+}
+
+#[test]
+fn empty_config_resolves_to_builtin_defaults() {
+    let fleet = parse_fleet_config("").unwrap();
+    let node = fleet.node.resolve();
+    assert_eq!(node.heartbeat_interval, Duration::from_secs(10));
+    assert_eq!(node.heartbeat_timeout, Duration::from_secs(30));
+    assert_eq!(node.config_poll, Duration::from_secs(60));
+    let db = fleet.resolve_database(&DatabaseConfig::default());
+    assert_eq!(db.services, Service::ALL);
+    assert!(db.mirror_targets.is_empty());
+    assert_eq!(
+        db.gc.manifest,
+        GcDirectory {
+            enabled: true,
+            interval: Duration::from_secs(60),
+            min_age: Duration::from_secs(300),
+            dry_run: false
+        }
+    );
+    assert!(db.gc.wal_fence.dry_run, "fences are dry-run by default");
+    assert_eq!(
+        db.gc.detach,
+        GcDetach {
+            enabled: true,
+            interval: Duration::from_secs(60)
+        }
+    );
+    assert_eq!(db.coordinator.poll_interval, Duration::from_secs(5));
+    assert_eq!(
+        db.coordinator.worker_heartbeat_timeout,
+        Duration::from_secs(30)
+    );
+    assert_eq!(db.coordinator.max_compaction_sources, 8);
+    assert_eq!(db.workers.count, 1);
+    assert_eq!(db.workers.max_sst_size, 268_435_456);
+    assert_eq!(db.workers.heartbeat_interval, Duration::from_secs(10));
+    assert_eq!(db.workers.compression_codec, None);
+}
+
+#[test]
+fn layers_apply_field_by_field_in_order() {
+    let fleet = parse_fleet_config(
+        r#"
+            [database]
+            services = ["gc", "compaction-workers"]
+            [database.compaction-workers]
+            count = 2
+            max_fetch_tasks = 7
+            [database.gc.compacted]
+            min_age = "10m"
+            "#,
+    )
+    .unwrap();
+    let file = parse_database_config(
+        &fleet,
+        r#"
+            [compaction-workers]
+            count = 4
+            [gc.compacted]
+            interval = "2m"
+            "#,
+    )
+    .unwrap();
+    let db = fleet.resolve_database(&file);
+    assert_eq!(db.workers.count, 4, "the file wins");
+    assert_eq!(
+        db.workers.max_fetch_tasks, 7,
+        "the fleet layer falls through"
+    );
+    assert_eq!(
+        db.workers.compactions_poll_interval,
+        Duration::from_secs(5),
+        "built-in"
+    );
+    assert_eq!(db.services, [Service::Gc, Service::CompactionWorkers]);
+    assert_eq!(db.gc.compacted.min_age, Duration::from_secs(600));
+    assert_eq!(db.gc.compacted.interval, Duration::from_secs(120));
+}
+
+#[test]
+fn services_lists_replace_rather_than_merge() {
+    let fleet = parse_fleet_config("[database]\nservices = [\"gc\", \"mirror\"]").unwrap();
+    let file = parse_database_config(&fleet, "services = []").unwrap();
+    assert!(fleet.resolve_database(&file).services.is_empty());
+    let file = parse_database_config(&fleet, "services = [\"compactor-coordinator\"]").unwrap();
+    assert_eq!(
+        fleet.resolve_database(&file).services,
+        [Service::CompactorCoordinator]
+    );
+}
+
+#[test]
+fn unknown_fields_are_rejected_with_their_location() {
+    let err = parse_fleet_config("[node]\ntimeout = \"1s\"")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("failed to parse config: line 2, column 1: unknown field `timeout`"),
+        "{err}"
+    );
+    let err = parse_fleet_config("[database.gc]\nwals = {}")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown field `wals`"), "{err}");
+    let err = parse_database_config(&FleetConfig::default(), "url = \"s3://x\"")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown field `url`"), "{err}");
+    let err = parse_fleet_config("[node]\nheartbeat_interval = \"soon\"")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("invalid duration \"soon\""), "{err}");
+    let err = parse_fleet_config("[database]\nservices = [\"gcc\"]")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown variant `gcc`"), "{err}");
+}
+
+#[test]
+fn malformed_toml_is_a_parse_error() {
+    let err = parse_fleet_config("[node\n").unwrap_err();
+    assert!(matches!(err, ConfigError::Parse(_)), "{err}");
+    assert!(
+        !err.to_string().contains('\n'),
+        "one line for status warnings: {err}"
+    );
+}
+
+#[test]
+fn node_cadence_rules() {
+    assert_eq!(
+        problems(parse_fleet_config(
+            "[node]\nheartbeat_interval = \"30s\"\nheartbeat_timeout = \"30s\""
+        )),
+        ["node.heartbeat_interval (30s) must be < node.heartbeat_timeout (30s)"]
+    );
+    assert_eq!(
+        problems(parse_fleet_config("[node]\nheartbeat_interval = \"0s\"")),
+        ["node.heartbeat_interval must be > 0"]
+    );
+    assert_eq!(
+        problems(parse_fleet_config("[node]\nconfig_poll = \"0s\"")),
+        ["node.config_poll must be > 0"]
+    );
+}
+
+#[test]
+fn every_layer_rule_has_its_message() {
+    let text = r#"
+            services = ["gc", "gc"]
+            [gc.manifest]
+            interval = "0s"
+            [gc.wal]
+            interval = "0s"
+            [gc.wal_fence]
+            interval = "0s"
+            [gc.compacted]
+            interval = "0s"
+            [gc.compactions]
+            interval = "0s"
+            [gc.detach]
+            interval = "0s"
+            [compactor-coordinator]
+            poll_interval = "0s"
+            manifest_update_timeout = "0s"
+            max_concurrent_compactions = 0
+            commit_compacted_interval = "0s"
+            worker_heartbeat_timeout = "0s"
+            checkpoint_lifetime = "0s"
+            [compactor-coordinator.scheduler]
+            min_compaction_sources = 0
+            max_compaction_sources = 0
+            include_size_threshold = -1.0
+            [compaction-workers]
+            count = 0
+            max_concurrent_compactions = 0
+            compactions_poll_interval = "0s"
+            heartbeat_interval = "0s"
+            max_fetch_tasks = 0
+            max_sst_size = 0
+            bytes_to_fetch = 0
+            [mirror.targets."bad name"]
+            url = "s3://dr/x"
+            [mirror.targets.dr]
+            url = "s3://dr/y"
+            poll = "0s"
+            interval = "0s"
+            min_age = "0s"
+            checkpoint_lifetime = "0s"
+            copy_parallelism = 0
+            retention = { keep = "0s" }
+        "#;
+    let found = problems(parse_database_config(&FleetConfig::default(), text));
+    let expected = [
+        "services lists \"gc\" more than once",
+        "gc.manifest.interval must be > 0",
+        "gc.wal.interval must be > 0",
+        "gc.wal_fence.interval must be > 0",
+        "gc.compacted.interval must be > 0",
+        "gc.compactions.interval must be > 0",
+        "gc.detach.interval must be > 0",
+        "compactor-coordinator.poll_interval must be > 0",
+        "compactor-coordinator.manifest_update_timeout must be > 0",
+        "compactor-coordinator.max_concurrent_compactions must be >= 1",
+        "compactor-coordinator.commit_compacted_interval must be > 0",
+        "compactor-coordinator.worker_heartbeat_timeout must be > 0",
+        "compactor-coordinator.checkpoint_lifetime must be > 0",
+        "compactor-coordinator.scheduler.min_compaction_sources must be >= 1",
+        "compactor-coordinator.scheduler.max_compaction_sources must be >= 1",
+        "compactor-coordinator.scheduler.include_size_threshold must be a positive number",
+        "mirror.targets.bad name: mirror target names are 1-128 chars of [A-Za-z0-9_-]",
+        "mirror.targets.dr.poll must be > 0",
+        "mirror.targets.dr.interval must be > 0",
+        "mirror.targets.dr.min_age must be > 0",
+        "mirror.targets.dr.checkpoint_lifetime must be > 0",
+        "mirror.targets.dr.copy_parallelism must be >= 1",
+        "mirror.targets.dr.retention.keep must be > 0",
+        "compaction-workers.count must be >= 1 (drop \"compaction-workers\" from services to run none)",
+        "compaction-workers.max_concurrent_compactions must be >= 1",
+        "compaction-workers.compactions_poll_interval must be > 0",
+        "compaction-workers.heartbeat_interval must be > 0",
+        "compaction-workers.max_fetch_tasks must be >= 1",
+        "compaction-workers.max_sst_size must be > 0",
+        "compaction-workers.bytes_to_fetch must be > 0",
+    ];
+    assert_eq!(found, expected);
+}
+
+#[test]
+fn fleet_layer_problems_are_prefixed_with_database() {
+    assert_eq!(
+        problems(parse_fleet_config(
+            "[database.compaction-workers]\ncount = 0"
+        )),
+        [
+            "database.compaction-workers.count must be >= 1 (drop \"compaction-workers\" from services to run none)"
+        ]
+    );
+    let err = parse_fleet_config("[database.gc.wal]\ninterval = \"0s\"").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid config:\n  database.gc.wal.interval must be > 0"
+    );
+}
+
+#[test]
+fn scheduler_bounds_check_the_layered_result() {
+    let fleet = parse_fleet_config(
+        "[database.compactor-coordinator.scheduler]\nmin_compaction_sources = 6",
+    )
+    .unwrap();
+    let file = "[compactor-coordinator.scheduler]\nmax_compaction_sources = 4";
+    assert!(parse_database_config(&FleetConfig::default(), file).is_ok());
+    assert_eq!(
+        problems(parse_database_config(&fleet, file)),
+        [
+            "resolved.compactor-coordinator.scheduler: min_compaction_sources (6) exceeds max_compaction_sources (4)"
+        ]
+    );
+    assert_eq!(
+        problems(parse_fleet_config(
+            "[database.compactor-coordinator.scheduler]\nmin_compaction_sources = 9"
+        )),
+        [
+            "database.compactor-coordinator.scheduler: min_compaction_sources (9) exceeds max_compaction_sources (8)"
+        ]
+    );
+}
+
+#[test]
+fn mirror_targets_layer_and_travel_together() {
+    let fleet = parse_fleet_config(
+        r#"
+            [database.mirror.targets.dr]
+            url = "s3://dr-bucket/mirrors"
+            source_prefix = "s3://user-data"
+            poll = "30s"
+            [database.mirror.targets.backup]
+            url = "gs://backups"
+            "#,
+    )
+    .unwrap();
+    let file = parse_database_config(
+        &fleet,
+        r#"
+            [mirror.targets.dr]
+            url = "s3://elsewhere/db1"
+            [mirror.targets.backup]
+            disabled = true
+            mode = "periodic"
+            copier = "external"
+            interval = "24h"
+            retention.keep = "30d"
+            "#,
+    )
+    .unwrap();
+    let db = fleet.resolve_database(&file);
+    let dr = &db.mirror_targets["dr"];
+    assert_eq!(dr.url.as_deref(), Some("s3://elsewhere/db1"));
+    assert_eq!(
+        dr.source_prefix, None,
+        "a bare url clears the inherited prefix"
+    );
+    assert_eq!(
+        dr.poll,
+        Duration::from_secs(30),
+        "other fields fall through"
+    );
+    assert_eq!(dr.checkpoint_lifetime, Duration::from_secs(900));
+    assert!(!dr.disabled);
+    let backup = &db.mirror_targets["backup"];
+    assert!(backup.disabled);
+    assert_eq!(
+        backup.url.as_deref(),
+        Some("gs://backups"),
+        "disabled keeps its url"
+    );
+    assert_eq!(backup.mode, MirrorMode::Periodic);
+    assert_eq!(backup.copier, CopierKind::External);
+    assert_eq!(backup.retention_keep, Some(Duration::from_secs(30 * 86400)));
+}
+
+#[test]
+fn mirror_targets_need_a_valid_url_unless_disabled() {
+    let none = FleetConfig::default();
+    assert_eq!(
+        problems(parse_database_config(
+            &none,
+            "[mirror.targets.dr]\npoll = \"1s\""
+        )),
+        ["resolved.mirror.targets.dr: url is required unless the target is disabled"]
+    );
+    assert!(parse_database_config(&none, "[mirror.targets.dr]\ndisabled = true").is_ok());
+    assert_eq!(
+        problems(parse_database_config(
+            &none,
+            "[mirror.targets.dr]\nurl = \"ftp://x/y\""
+        )),
+        [
+            "resolved.mirror.targets.dr.url: unsupported URL scheme \"ftp\" (expected one of s3, s3a, gs, az, adl, azure, abfs, abfss, file, memory, http, https)"
+        ]
+    );
+    assert_eq!(
+        problems(parse_database_config(
+            &none,
+            "[mirror.targets.dr]\nurl = \"s3://x/y\"\nsource_prefix = \"nope\""
+        )),
+        [
+            "resolved.mirror.targets.dr.source_prefix: invalid URL \"nope\": relative URL without a base"
+        ]
+    );
+    let fleet = parse_fleet_config("[database.mirror.targets.dr]\ndisabled = true").unwrap();
+    assert_eq!(
+        problems(parse_database_config(
+            &fleet,
+            "[mirror.targets.dr]\ndisabled = false"
+        )),
+        ["resolved.mirror.targets.dr: url is required unless the target is disabled"]
+    );
+}
+
+#[test]
+fn a_sleet_0_1_worker_table_still_parses() {
+    let file = parse_database_config(
+        &FleetConfig::default(),
+        "[compaction-workers]\nheartbeat_bytes = 5242880\nheartbeat_min_interval = \"5s\"",
+    )
+    .unwrap();
+    assert_eq!(file.compaction_workers.heartbeat_bytes, Some(5_242_880));
+}
+
+#[test]
+fn line_and_column_count_characters() {
+    assert_eq!(line_and_column("ab\ncµd", 6), (2, 3));
+    assert_eq!(line_and_column("ab\ncµd", 5), (2, 2), "inside a character");
+    assert_eq!(line_and_column("x", 0), (1, 1));
+}
+
+#[test]
+fn plugin_copiers_hooks_and_grants_parse_layer_and_flatten() {
+    let fleet = parse_fleet_config(
+        r#"
+            [database.mirror.targets.dr]
+            url = "s3://dr/x"
+            copier = "plugin:throttle-copier"
+            [database.mirror.targets.dr.copier_config]
+            bytes_per_second = 1000
+            tags = { team = "data", tier = 2 }
+            [database.hooks.window]
+            plugin = "maintenance-window"
+            services = ["mirror"]
+            [database.hooks.window.config]
+            start = "01:00"
+            [plugins.throttle-copier]
+            memory_mib = 16
+            call_timeout = "30s"
+            "#,
+    )
+    .unwrap();
+    let file = parse_database_config(
+            &fleet,
+            "[mirror.targets.dr.copier_config]\nbytes_per_second = 5\n[hooks.window]\ndisabled = true\n",
+        )
+        .unwrap();
+    let db = fleet.resolve_database(&file);
+    let dr = &db.mirror_targets["dr"];
+    assert_eq!(dr.copier, CopierKind::Plugin("throttle-copier".into()));
+    assert_eq!(
+        dr.copier_config,
+        [
+            ("bytes_per_second".to_string(), "5".to_string()),
+            ("tags.team".to_string(), "data".to_string()),
+            ("tags.tier".to_string(), "2".to_string()),
+        ],
+        "merged by key, nested tables dotted"
+    );
+    assert!(
+        db.hooks.is_empty(),
+        "a registry file disables the hook by name"
+    );
+    let window = &fleet.database.resolve().hooks["window"];
+    assert!(window.applies_to(Service::Mirror) && !window.applies_to(Service::Gc));
+    let limits = fleet.plugin_limits("throttle-copier", false);
+    assert_eq!(limits.memory_bytes, 16 << 20);
+    assert_eq!(limits.call_timeout, Duration::from_secs(30));
+    assert_eq!(
+        fleet.plugin_limits("other", true).call_timeout,
+        Duration::from_secs(5),
+        "hooks default to 5s"
+    );
+}
+
+#[test]
+fn bad_plugin_config_is_named() {
+    let err = |toml: &str| parse_fleet_config(toml).unwrap_err().to_string();
+    assert!(
+        err("[database.mirror.targets.dr]\nurl = \"s3://x/y\"\ncopier = \"plugin:bad name\"")
+            .contains("invalid plugin name \"bad name\"")
+    );
+    assert!(
+        err("[database.mirror.targets.dr]\nurl = \"s3://x/y\"\ncopier = \"ftp\"")
+            .contains("unknown copier \"ftp\"")
+    );
+    assert!(
+        err("[database.hooks.h]\nservices = [\"gc\"]")
+            .contains("database.hooks.h: plugin is required unless the hook is disabled")
+    );
+    assert!(
+        err("[plugins.p]\nsha256 = \"abc\"").contains("plugins.p.sha256 must be 64 hex digits")
+    );
+    assert!(err("[plugins.p]\nmemory_mib = 0").contains("plugins.p.memory_mib must be 1..=4096"));
+}
