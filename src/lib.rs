@@ -29,6 +29,7 @@ pub mod duration;
 mod error;
 pub mod heartbeat;
 pub mod mirror;
+pub mod outside_compactor;
 pub mod ownership;
 pub mod placement;
 pub mod plugin;

@@ -85,10 +85,13 @@ pub fn canonicalize_database_url(input: &str) -> Result<String, UrlError> {
 
 /// The registry file name of a canonical database URL (no directory).
 pub fn file_name(canonical_url: &str) -> String {
-    format!(
-        "{}{REGISTRY_SUFFIX}",
-        utf8_percent_encode(canonical_url, ENCODE_SET)
-    )
+    format!("{}{REGISTRY_SUFFIX}", encoded_name(canonical_url))
+}
+
+/// A canonical database URL as one object-name segment: the registry file
+/// name without its suffix, for other per-database objects under the root.
+pub fn encoded_name(canonical_url: &str) -> String {
+    utf8_percent_encode(canonical_url, ENCODE_SET).to_string()
 }
 
 /// Decodes a registry file name back into the URL it names, or `None` when

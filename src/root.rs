@@ -89,7 +89,7 @@ impl FleetRoot {
         format!("{}/{relative}", self.url)
     }
 
-    fn store_error(
+    pub(crate) fn store_error(
         &self,
         action: &'static str,
         relative: &str,
