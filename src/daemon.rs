@@ -22,9 +22,13 @@ use tracing::{info, warn};
 use crate::config::{DatabaseSettings, NodeSettings};
 use crate::copier::CopierOptions;
 use crate::error::Error;
-use crate::heartbeat::{self, HeartbeatBody, ServiceTasks, TaskFailure, validate_node_id};
+use crate::heartbeat::{
+    self, HeartbeatBody, OutsideCompactor, ServiceTasks, TaskFailure, validate_node_id,
+};
 use crate::mirror::run::{MirrorRuntime, MirrorSpec, PassHooks, run_mirror_task};
 use crate::mirror::target::applied_targets;
+use crate::outside_compactor::records::EpochRecords;
+use crate::outside_compactor::{Evidence, Sighting};
 use crate::ownership::{Assignment, LiveNode, database_assignments};
 use crate::plugin::hook::{Clock, HookRunner, HookSpec, RunOutcome, Verdict, system_clock};
 use crate::root::{
@@ -248,10 +252,14 @@ fn task_spec(
 ) -> Option<ServiceSpec> {
     match assignment.service {
         Service::Gc => Some(ServiceSpec::Gc(settings.gc.clone())),
-        Service::CompactorCoordinator => {
-            Some(ServiceSpec::Coordinator(settings.coordinator.clone()))
-        }
-        Service::CompactionWorkers => Some(ServiceSpec::Workers(settings.workers.clone())),
+        Service::CompactorCoordinator => Some(ServiceSpec::Coordinator(
+            settings.coordinator.clone(),
+            settings.outside_compactor,
+        )),
+        Service::CompactionWorkers => Some(ServiceSpec::Workers(
+            settings.workers.clone(),
+            settings.outside_compactor,
+        )),
         Service::Mirror => {
             let name = assignment.target.as_deref()?;
             let target = applied_targets(database, settings)
@@ -272,10 +280,13 @@ fn task_spec(
 // Task states, shared between supervisors and the heartbeat
 // ---------------------------------------------------------------------------
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Phase {
     Running,
     Backoff,
+    /// A compactor outside the fleet holds the database: the task waits
+    /// to look again, and is neither running nor failing.
+    StoodDown(Sighting),
 }
 
 #[derive(Debug, Clone)]
@@ -362,6 +373,7 @@ impl TaskBoard {
             .collect();
         let mut failing: Vec<TaskFailure> = states
             .iter()
+            .filter(|(_, s)| !matches!(s.phase, Phase::StoodDown(_)))
             .filter_map(|(k, s)| {
                 Some(TaskFailure {
                     database: k.database.clone(),
@@ -374,6 +386,38 @@ impl TaskBoard {
         failing.sort_by(|a, b| (&a.database, a.service).cmp(&(&b.database, b.service)));
         failing.truncate(MAX_REPORTED_FAILURES);
         (counts, failing)
+    }
+
+    /// Databases this node stands down for, one entry each (coordinator
+    /// and workers may both report one): the count and a bounded sample.
+    fn outside_compactors(&self) -> (u64, Vec<OutsideCompactor>) {
+        let states = self.states.lock().expect("task board lock");
+        let by_database: BTreeMap<&str, &Sighting> = states
+            .iter()
+            .filter_map(|(k, s)| match &s.phase {
+                Phase::StoodDown(sighting) => Some((k.database.as_str(), sighting)),
+                _ => None,
+            })
+            .collect();
+        let count = by_database.len() as u64;
+        let sample = by_database
+            .into_iter()
+            .take(MAX_REPORTED_FAILURES)
+            .map(|(database, s)| OutsideCompactor {
+                database: database.to_string(),
+                compactor_epoch: s.compactor_epoch,
+                writer_epoch: s.writer_epoch,
+                since: s
+                    .first_seen
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                evidence: match s.evidence {
+                    Evidence::Active => "active",
+                    Evidence::Presumed => "presumed",
+                }
+                .to_string(),
+            })
+            .collect();
+        (count, sample)
     }
 }
 
@@ -392,6 +436,8 @@ struct Node {
     offered: Vec<Service>,
     heartbeat_path: Path,
     opener: DatabaseOpener,
+    /// The compactor epochs the fleet took, and outside compactors seen.
+    records: EpochRecords,
     /// Plugins loaded from `--plugin-dir`, if any.
     plugins: Option<Arc<crate::plugin::PluginSet>>,
     /// The time hooks are told.
@@ -452,6 +498,7 @@ impl Node {
         copiers.plugins = plugins.clone();
         copiers.node_id = options.node_id.clone();
         Ok(Node {
+            records: EpochRecords::new(root.clone(), options.node_id.clone()),
             root,
             id: options.node_id,
             offered: options.services,
@@ -503,6 +550,7 @@ impl Node {
         body.failing = failing;
         body.plugins = self.plugins.as_ref().map(|p| p.infos()).unwrap_or_default();
         body.skipped = self.board.skipped();
+        (body.outside_compactor_count, body.outside_compactors) = self.board.outside_compactors();
         let bytes = serde_json::to_vec(&body).expect("heartbeat bodies serialize");
         if let Err(e) = self
             .root
@@ -589,6 +637,7 @@ impl Node {
             instance: self.next_instance,
             board: self.board.clone(),
             opener: self.opener.clone(),
+            records: self.records.clone(),
             mirror: self.mirror.clone(),
             fenced_wait: self.settings().heartbeat_interval,
         };
@@ -640,9 +689,12 @@ struct Supervisor {
     instance: u64,
     board: TaskBoard,
     opener: DatabaseOpener,
+    records: EpochRecords,
     mirror: MirrorRuntime,
     /// A fenced coordinator waits one heartbeat interval, then reruns if
     /// this node still owns it (the views that disagreed have converged).
+    /// The rerun first looks at who fenced it: a compactor outside the
+    /// fleet is never fenced back.
     fenced_wait: Duration,
 }
 
@@ -665,8 +717,6 @@ impl Supervisor {
                 }
                 HookGate::Fail(reason) => Err(ServiceError::Hook(reason)),
                 HookGate::Go(context) => {
-                    self.board
-                        .set(&self.key, self.instance, Phase::Running, None);
                     let result = self.run_once(&token).await;
                     self.hooks
                         .after(context, run_outcome(&result, &token, started.elapsed()));
@@ -683,9 +733,17 @@ impl Supervisor {
                     break;
                 }
                 Err(e) if e.is_fenced() => {
-                    info!(database = %self.key.database, "coordinator fenced; retrying after one heartbeat interval");
+                    info!(database = %self.key.database, "coordinator fenced; looking at who holds the epoch after one heartbeat interval");
                     backoff = BACKOFF_START;
                     self.fenced_wait
+                }
+                Err(e) if e.outside_compactor().is_some() => {
+                    let sighting = e.outside_compactor().cloned().expect("matched");
+                    warn!(database = %self.key.database, service = %self.key.service, "{e}");
+                    backoff = BACKOFF_START;
+                    self.board
+                        .set(&self.key, self.instance, Phase::StoodDown(sighting), None);
+                    self.spec.outside_recheck().unwrap_or(self.fenced_wait)
                 }
                 Err(e) => {
                     if started.elapsed() >= HEALTHY_RUN {
@@ -771,9 +829,14 @@ impl Supervisor {
 impl Supervisor {
     async fn run_task(&self, token: CancellationToken) -> Result<(), ServiceError> {
         let source = (self.opener)(&self.key.database)?;
+        let started = || {
+            self.board
+                .set(&self.key, self.instance, Phase::Running, None)
+        };
         match &self.spec {
             ServiceSpec::Mirror(spec) => {
                 let destination = (self.opener)(&spec.destination)?;
+                started();
                 let (board, key) = (self.board.clone(), self.key.clone());
                 let passes = PassHooks {
                     runner: self.hooks.clone(),
@@ -784,7 +847,7 @@ impl Supervisor {
                         .await?,
                 )
             }
-            spec => run_service(&source, spec, token).await,
+            spec => run_service(&source, spec, &self.records, &started, token).await,
         }
     }
 }
@@ -805,6 +868,7 @@ fn run_outcome(
     let (status, error) = match result {
         _ if token.is_cancelled() => ("cancelled", None),
         Ok(()) => ("ok", None),
+        Err(e) if e.outside_compactor().is_some() => ("skipped", Some(e.to_string())),
         Err(e) => ("error", Some(e.to_string())),
     };
     RunOutcome {
@@ -983,6 +1047,14 @@ mod tests {
                     url: "s3://b/db".into(),
                 })
             }),
+            records: EpochRecords::new(
+                FleetRoot::from_parts(
+                    "memory:///fleet".into(),
+                    Arc::new(object_store::memory::InMemory::new()),
+                    Path::from("fleet"),
+                ),
+                "n",
+            ),
             mirror: MirrorRuntime::default(),
             hooks: HookRunner::none("n"),
             fenced_wait: Duration::from_secs(7),

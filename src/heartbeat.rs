@@ -97,6 +97,34 @@ pub struct HeartbeatBody {
     /// Runs a hook deferred, with the reason (a bounded sample).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<TaskFailure>,
+    /// How many databases this node stands down for because a compactor
+    /// outside the fleet (usually one inside the application's writer)
+    /// holds them. Added after 0.1.0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub outside_compactor_count: u64,
+    /// Those databases, a bounded sample sorted by URL.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outside_compactors: Vec<OutsideCompactor>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// A database a node stands down for: a compactor the fleet did not start
+/// holds its compactor epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct OutsideCompactor {
+    pub database: String,
+    /// The outside compactor's epoch in the database's manifest.
+    pub compactor_epoch: u64,
+    /// The writer epoch when the fleet first saw it.
+    pub writer_epoch: u64,
+    /// When the fleet first stood down for this epoch (RFC 3339).
+    pub since: String,
+    /// `active` (it wrote `.compactions` recently) or `presumed` (quiet,
+    /// not proven gone).
+    pub evidence: String,
 }
 
 /// A task that failed and waits to retry.
@@ -132,6 +160,8 @@ impl HeartbeatBody {
             failing: Vec::new(),
             plugins: Vec::new(),
             skipped: Vec::new(),
+            outside_compactor_count: 0,
+            outside_compactors: Vec::new(),
         }
     }
 }

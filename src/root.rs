@@ -89,7 +89,7 @@ impl FleetRoot {
         format!("{}/{relative}", self.url)
     }
 
-    pub(crate) fn store_error(
+    fn store_error(
         &self,
         action: &'static str,
         relative: &str,

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use object_store::ObjectStore;
 use object_store::path::Path;
+use slatedb::CompactorBuilder;
 use slatedb::admin::{Admin, AdminBuilder};
 use slatedb::compactor::CompactionStatus;
 use slatedb::config::{
@@ -20,11 +21,16 @@ use slatedb::config::{
 };
 use slatedb::{CloseReason, ErrorKind};
 use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
 
 use crate::config::{
-    CompressionCodec, CoordinatorSettings, GcDirectory, GcSettings, WorkerSettings,
+    CompressionCodec, CoordinatorSettings, GcDirectory, GcSettings, OutsideCompactorSettings,
+    WorkerSettings,
 };
 use crate::mirror::run::MirrorSpec;
+use crate::outside_compactor::claim::ClaimWatch;
+use crate::outside_compactor::records::EpochRecords;
+use crate::outside_compactor::{self, Evidence, LookError, Sighting, Thresholds, Verdict};
 use crate::registry::{UrlError, canonicalize_database_url};
 use crate::response::QueueStatus;
 use crate::service::Service;
@@ -67,6 +73,30 @@ pub enum ServiceError {
     /// A hook refused the run, or could not answer.
     #[error("{0}")]
     Hook(String),
+    /// A compactor outside the fleet holds the database: the fleet runs
+    /// neither coordinator nor workers for it.
+    #[error("{url} runs its own compactor ({}): the fleet stands down; fix: {}", describe_sighting(.sighting), outside_compactor::FIX)]
+    OutsideCompactor { url: String, sighting: Sighting },
+    /// The fleet's compactor records could not be read or written.
+    #[error("compactor records for {url}: {source}")]
+    Records {
+        url: String,
+        source: crate::outside_compactor::records::RecordError,
+    },
+}
+
+/// A sighting in a few words, for errors and logs.
+pub fn describe_sighting(s: &Sighting) -> String {
+    let evidence = match s.evidence {
+        Evidence::Active => "it wrote .compactions recently",
+        Evidence::Presumed => "quiet, not proven gone",
+    };
+    format!(
+        "compactor epoch {}, writer epoch {}, seen since {}: {evidence}",
+        s.compactor_epoch,
+        s.writer_epoch,
+        s.first_seen.format("%Y-%m-%dT%H:%M:%SZ")
+    )
 }
 
 impl From<crate::mirror::MirrorError> for ServiceError {
@@ -81,6 +111,15 @@ impl ServiceError {
     pub fn is_fenced(&self) -> bool {
         matches!(self, ServiceError::SlateDb { source, .. }
             if source.kind() == ErrorKind::Closed(CloseReason::Fenced))
+    }
+
+    /// The outside compactor the fleet stands down for, if that is why
+    /// the task stopped.
+    pub fn outside_compactor(&self) -> Option<&Sighting> {
+        match self {
+            ServiceError::OutsideCompactor { sighting, .. } => Some(sighting),
+            _ => None,
+        }
     }
 }
 
@@ -233,54 +272,209 @@ impl DatabaseHandle {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServiceSpec {
     Gc(GcSettings),
-    Coordinator(CoordinatorSettings),
-    Workers(WorkerSettings),
+    Coordinator(CoordinatorSettings, OutsideCompactorSettings),
+    Workers(WorkerSettings, OutsideCompactorSettings),
     Mirror(MirrorSpec),
 }
 
 impl ServiceSpec {
+    /// How long a task that stood down for an outside compactor waits
+    /// before it looks again (coordinator and workers only).
+    pub fn outside_recheck(&self) -> Option<Duration> {
+        match self {
+            ServiceSpec::Coordinator(_, outside) | ServiceSpec::Workers(_, outside) => {
+                Some(outside.recheck)
+            }
+            _ => None,
+        }
+    }
+
     pub fn service(&self) -> Service {
         match self {
             ServiceSpec::Gc(_) => Service::Gc,
-            ServiceSpec::Coordinator(_) => Service::CompactorCoordinator,
-            ServiceSpec::Workers(_) => Service::CompactionWorkers,
+            ServiceSpec::Coordinator(..) => Service::CompactorCoordinator,
+            ServiceSpec::Workers(..) => Service::CompactionWorkers,
             ServiceSpec::Mirror(_) => Service::Mirror,
         }
     }
 }
 
 /// Runs one service for a database until `token` is cancelled (or the
-/// service fails, or a coordinator is fenced).
+/// service fails, or a coordinator is fenced, or the fleet stands down for
+/// a compactor outside it). `started` is called once the checks pass and
+/// the service itself starts.
 pub async fn run_service(
     db: &DatabaseHandle,
     spec: &ServiceSpec,
+    records: &EpochRecords,
+    started: &(dyn Fn() + Sync),
     token: CancellationToken,
 ) -> Result<(), ServiceError> {
     db.check_servable().await?;
-    let result = match spec {
+    match spec {
         ServiceSpec::Gc(gc) => {
+            started();
             let options = gc_options(gc, db.supports_conditional_update());
-            db.admin.run_gc_with_options(token, options).await
+            let result = db.admin.run_gc_with_options(token, options).await;
+            result.map_err(|e| db.slatedb_error(e))
         }
-        ServiceSpec::Coordinator(c) => {
-            db.admin
-                .run_compactor_with_options(token, coordinator_options(c))
-                .await
+        ServiceSpec::Coordinator(c, outside) => {
+            let epoch = db.may_compact(records, outside).await?;
+            started();
+            run_coordinator(db, c, epoch, records, token).await
         }
-        ServiceSpec::Workers(w) => {
-            db.admin
-                .run_compaction_worker_with_options(token, worker_options(w))
-                .await
+        ServiceSpec::Workers(w, outside) => {
+            db.may_compact(records, outside).await?;
+            started();
+            run_workers(db, w, outside, records, token).await
         }
         // A mirror task needs its destination too: `mirror::run` runs it.
-        ServiceSpec::Mirror(_) => {
-            return Err(ServiceError::Unsupported {
-                url: db.url.clone(),
-                reason: "mirror tasks run through mirror::run::run_mirror_task",
-            });
+        ServiceSpec::Mirror(_) => Err(ServiceError::Unsupported {
+            url: db.url.clone(),
+            reason: "mirror tasks run through mirror::run::run_mirror_task",
+        }),
+    }
+}
+
+/// Runs the coordinator, claiming exactly the epoch after `expected`: a
+/// compactor that claimed meanwhile (a writer that just opened) keeps its
+/// epoch and this run ends fenced, instead of fencing it. The claimed
+/// epoch is recorded under the fleet root before anything else happens,
+/// so the fleet knows it as its own.
+async fn run_coordinator(
+    db: &DatabaseHandle,
+    c: &CoordinatorSettings,
+    expected: u64,
+    records: &EpochRecords,
+    token: CancellationToken,
+) -> Result<(), ServiceError> {
+    let claim = ClaimWatch::default();
+    let compactor = CompactorBuilder::new(db.path.clone(), db.store.clone())
+        .with_options(coordinator_options(c))
+        .with_expected_epoch(expected)
+        .with_metrics_recorder(Arc::new(claim.clone()))
+        .build();
+    let run = compactor.run();
+    tokio::pin!(run);
+    let mut recorded = false;
+    loop {
+        tokio::select! {
+            result = &mut run => return result.map_err(|e| db.slatedb_error(e)),
+            _ = token.cancelled() => {
+                return compactor.stop().await.map_err(|e| db.slatedb_error(e));
+            }
+            epoch = claim.claimed(), if !recorded => {
+                recorded = true;
+                if let Err(source) = records.record_taken(&db.url, epoch).await {
+                    // Unrecorded, the epoch looks like an outside compactor's
+                    // to every other node: better not to run at all.
+                    let _ = compactor.stop().await;
+                    return Err(ServiceError::Records { url: db.url.clone(), source });
+                }
+            }
         }
-    };
-    result.map_err(|e| db.slatedb_error(e))
+    }
+}
+
+/// Runs workers, looking every `recheck` for a compactor outside the fleet
+/// that started meanwhile (a writer reopened with SlateDB's defaults): the
+/// workers then stop, releasing their claims.
+async fn run_workers(
+    db: &DatabaseHandle,
+    w: &WorkerSettings,
+    outside: &OutsideCompactorSettings,
+    records: &EpochRecords,
+    token: CancellationToken,
+) -> Result<(), ServiceError> {
+    let workers = token.child_token();
+    let run = db
+        .admin
+        .run_compaction_worker_with_options(workers.clone(), worker_options(w));
+    tokio::pin!(run);
+    let mut recheck = tokio::time::interval(outside.recheck);
+    recheck.tick().await;
+    loop {
+        tokio::select! {
+            result = &mut run => return result.map_err(|e| db.slatedb_error(e)),
+            _ = recheck.tick() => match db.may_compact(records, outside).await {
+                Err(stand_down @ ServiceError::OutsideCompactor { .. }) => {
+                    workers.cancel();
+                    if let Err(e) = run.await {
+                        warn!(database = %db.url, "workers stopped with an error: {e}");
+                    }
+                    return Err(stand_down);
+                }
+                Err(e) => warn!(database = %db.url, "could not look for an outside compactor: {e}"),
+                Ok(_) => {}
+            },
+        }
+    }
+}
+
+impl DatabaseHandle {
+    /// Looks at who holds the database's compactor epoch. `Ok(epoch)` when
+    /// the fleet may compact, with the epoch its coordinator must expect;
+    /// [`ServiceError::OutsideCompactor`] when it must stand down.
+    pub async fn may_compact(
+        &self,
+        records: &EpochRecords,
+        outside: &OutsideCompactorSettings,
+    ) -> Result<u64, ServiceError> {
+        let target = outside_compactor::Target {
+            url: &self.url,
+            admin: &self.admin,
+            store: &self.store,
+            path: &self.path,
+        };
+        let limits = thresholds(outside);
+        let look = outside_compactor::look(&target, records, &limits);
+        let seen = tokio::time::timeout(ADMIN_CALL_TIMEOUT, look)
+            .await
+            .map_err(|_| ServiceError::Timeout {
+                what: "looking for an outside compactor",
+                url: self.url.clone(),
+                after: ADMIN_CALL_TIMEOUT,
+            })?
+            .map_err(|e| match e {
+                LookError::Probe(outside_compactor::probe::ProbeError::SlateDb(source)) => {
+                    self.slatedb_error(source)
+                }
+                LookError::Probe(outside_compactor::probe::ProbeError::Store(source)) => {
+                    ServiceError::Store {
+                        url: self.url.clone(),
+                        source,
+                    }
+                }
+                LookError::Records(source) => ServiceError::Records {
+                    url: self.url.clone(),
+                    source,
+                },
+            })?
+            .ok_or_else(|| ServiceError::NotADatabase {
+                url: self.url.clone(),
+            })?;
+        match seen.verdict {
+            Verdict::Outside(sighting) => Err(ServiceError::OutsideCompactor {
+                url: self.url.clone(),
+                sighting,
+            }),
+            Verdict::Released(why) => {
+                info!(database = %self.url, epoch = seen.compactor_epoch, "taking over compaction: the outside compactor is gone ({why:?})");
+                Ok(seen.compactor_epoch)
+            }
+            Verdict::Unclaimed | Verdict::Fleet => Ok(seen.compactor_epoch),
+        }
+    }
+}
+
+/// The judge's thresholds from the resolved config.
+fn thresholds(s: &OutsideCompactorSettings) -> Thresholds {
+    Thresholds {
+        recheck: s.recheck,
+        active_within: s.active_within,
+        takeover_backlog: s.takeover_backlog,
+        takeover_after: s.takeover_after,
+    }
 }
 
 fn directory_options(dir: &GcDirectory) -> Option<GarbageCollectorDirectoryOptions> {

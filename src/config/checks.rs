@@ -193,6 +193,10 @@ impl<'a> Checker<'a> {
             self.hook_layer(name, hook);
         }
         self.workers_layer(&db.compaction_workers);
+        let outside = &db.outside_compactor;
+        self.positive("outside-compactor.recheck", outside.recheck);
+        self.positive("outside-compactor.active_within", outside.active_within);
+        self.positive("outside-compactor.takeover_after", outside.takeover_after);
     }
 
     fn hook_layer(&mut self, name: &str, hook: &HookOverrides) {

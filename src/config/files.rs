@@ -64,6 +64,8 @@ pub struct DatabaseConfig {
     pub compactor_coordinator: CoordinatorOverrides,
     #[serde(default, rename = "compaction-workers")]
     pub compaction_workers: WorkerOverrides,
+    #[serde(default, rename = "outside-compactor")]
+    pub outside_compactor: OutsideCompactorOverrides,
     #[serde(default)]
     pub mirror: MirrorOverrides,
     /// Hook plugins by name, layered field by field per name.
@@ -169,6 +171,35 @@ pub struct SchedulerOverrides {
     /// Default `4.0`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_size_threshold: Option<f32>,
+}
+
+/// `[outside-compactor]`: what the fleet does about a compactor it did not
+/// start, such as the one SlateDB's default settings run inside every
+/// writer. The fleet never fences one it can see working: it stands down
+/// (no coordinator, no workers) and takes over only once that compactor is
+/// gone.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OutsideCompactorOverrides {
+    /// How often a database the fleet stands down for is looked at again,
+    /// and how often running workers check they should still run. Each
+    /// look is about 5 reads. Default `1m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recheck: Option<HumanDuration>,
+    /// An outside compactor that wrote `.compactions` this recently counts
+    /// as running. Default `2m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_within: Option<HumanDuration>,
+    /// L0 SSTs that count as a backlog an outside compactor left alone.
+    /// `0` never takes over on a backlog. Default `8` (SlateDB's default
+    /// `l0_max_ssts`, where writers stall).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub takeover_backlog: Option<u32>,
+    /// How long such a backlog may stand with no `.compactions` write
+    /// before the outside compactor counts as gone and the fleet takes its
+    /// epoch over. Default `2m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub takeover_after: Option<HumanDuration>,
 }
 
 /// `[compaction-workers]`: SlateDB's standalone workers, plus how many

@@ -32,6 +32,7 @@ pub struct DatabaseSettings {
     pub gc: GcSettings,
     pub coordinator: CoordinatorSettings,
     pub workers: WorkerSettings,
+    pub outside_compactor: OutsideCompactorSettings,
     /// Every target by name, disabled ones included.
     pub mirror_targets: BTreeMap<String, MirrorTargetSettings>,
     /// Enabled hooks by name.
@@ -101,6 +102,15 @@ pub struct CoordinatorSettings {
     pub include_size_threshold: f32,
 }
 
+/// `[outside-compactor]` with defaults applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutsideCompactorSettings {
+    pub recheck: Duration,
+    pub active_within: Duration,
+    pub takeover_backlog: u32,
+    pub takeover_after: Duration,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerSettings {
     pub count: u32,
@@ -163,6 +173,11 @@ pub mod defaults {
     pub const BYTES_TO_FETCH: u64 = 2 * 1024 * 1024;
     pub const MAX_SUBCOMPACTIONS: u32 = 4;
     pub const MIN_FILTER_KEYS: u32 = 1000;
+
+    pub const OUTSIDE_RECHECK: Duration = Duration::from_secs(60);
+    pub const OUTSIDE_ACTIVE_WITHIN: Duration = Duration::from_secs(120);
+    pub const OUTSIDE_TAKEOVER_BACKLOG: u32 = 8;
+    pub const OUTSIDE_TAKEOVER_AFTER: Duration = Duration::from_secs(120);
 
     pub const MIRROR_POLL: Duration = Duration::from_secs(10);
     pub const MIRROR_INTERVAL: Duration = Duration::from_secs(24 * 3600);
@@ -287,6 +302,23 @@ impl CoordinatorOverrides {
     }
 }
 
+impl OutsideCompactorOverrides {
+    fn overlay(&mut self, upper: &Self) {
+        overlay_fields!(self, upper; recheck, active_within, takeover_backlog, takeover_after);
+    }
+
+    fn resolve(&self) -> OutsideCompactorSettings {
+        OutsideCompactorSettings {
+            recheck: duration_or(self.recheck, defaults::OUTSIDE_RECHECK),
+            active_within: duration_or(self.active_within, defaults::OUTSIDE_ACTIVE_WITHIN),
+            takeover_backlog: self
+                .takeover_backlog
+                .unwrap_or(defaults::OUTSIDE_TAKEOVER_BACKLOG),
+            takeover_after: duration_or(self.takeover_after, defaults::OUTSIDE_TAKEOVER_AFTER),
+        }
+    }
+}
+
 impl WorkerOverrides {
     fn overlay(&mut self, upper: &Self) {
         overlay_fields!(self, upper;
@@ -374,6 +406,7 @@ impl DatabaseConfig {
             .compactor_coordinator
             .overlay(&upper.compactor_coordinator);
         merged.compaction_workers.overlay(&upper.compaction_workers);
+        merged.outside_compactor.overlay(&upper.outside_compactor);
         for (name, target) in &upper.mirror.targets {
             merged
                 .mirror
@@ -398,6 +431,7 @@ impl DatabaseConfig {
             gc: self.gc.resolve(),
             coordinator: self.compactor_coordinator.resolve(),
             workers: self.compaction_workers.resolve(),
+            outside_compactor: self.outside_compactor.resolve(),
             mirror_targets: self
                 .mirror
                 .targets

@@ -21,6 +21,7 @@
 //! fleet's epochs and sightings under the fleet root, and [`probe`] reads
 //! the database.
 
+pub mod claim;
 pub mod probe;
 pub mod records;
 
@@ -38,8 +39,8 @@ use self::probe::ProbeError;
 use self::records::EpochRecords;
 
 /// A fleet coordinator records its epoch just after claiming it, so a look
-/// that lands in between sees a fresh, unrecorded epoch: an epoch first
-/// written this recently gets a second look at the records.
+/// that lands in between sees a fresh, unrecorded epoch: an epoch whose
+/// `.compactions` write is this recent gets a second look at the records.
 const CLAIM_RECORD_GRACE: Duration = Duration::from_secs(10);
 /// How long to wait before that second look.
 const CLAIM_RECORD_WAIT: Duration = Duration::from_secs(3);
@@ -225,7 +226,15 @@ pub enum LookError {
     #[error(transparent)]
     Probe(#[from] ProbeError),
     #[error(transparent)]
-    Records(#[from] crate::error::Error),
+    Records(#[from] records::RecordError),
+}
+
+/// What one look decided, with the epoch it saw (the one a coordinator
+/// must expect to claim after).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub verdict: Verdict,
+    pub compactor_epoch: u64,
 }
 
 /// One look at a database: read it, ask the fleet's records, judge, and
@@ -234,17 +243,13 @@ pub async fn look(
     db: &Target<'_>,
     records: &EpochRecords,
     limits: &Thresholds,
-) -> Result<Option<Verdict>, LookError> {
+) -> Result<Option<Seen>, LookError> {
     let Some(state) = probe::read_state(db.admin, db.store, db.path).await? else {
         return Ok(None);
     };
     let epoch = state.compactor_epoch;
     let mut fleet_took_epoch = epoch > 0 && records.fleet_took(db.url, epoch).await?;
-    let now = Utc::now();
-    let fresh_claim = state
-        .last_compactions_write
-        .is_some_and(|(by, at)| by == epoch && age(now, at) <= CLAIM_RECORD_GRACE);
-    if epoch > 0 && !fleet_took_epoch && fresh_claim {
+    if epoch > 0 && !fleet_took_epoch && claim_in_flight(&state, Utc::now()) {
         tokio::time::sleep(CLAIM_RECORD_WAIT).await;
         fleet_took_epoch = records.fleet_took(db.url, epoch).await?;
     }
@@ -267,7 +272,21 @@ pub async fn look(
     {
         records.save_sighting(db.url, sighting).await?;
     }
-    Ok(Some(verdict))
+    Ok(Some(Seen {
+        verdict,
+        compactor_epoch: epoch,
+    }))
+}
+
+/// Whether the manifest's epoch may be a claim still being made: a
+/// coordinator writes its epoch to the manifest, then to `.compactions`,
+/// then (if it is the fleet's) its record, so an epoch `.compactions` does
+/// not carry yet, or carries since only moments ago, gets a second look.
+fn claim_in_flight(state: &probe::DatabaseState, now: DateTime<Utc>) -> bool {
+    match state.last_compactions_write {
+        Some((by, at)) if by == state.compactor_epoch => age(now, at) <= CLAIM_RECORD_GRACE,
+        _ => true,
+    }
 }
 
 /// The one-line fix operators are shown wherever a database stands down.

@@ -16,7 +16,6 @@ use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use super::Sighting;
-use crate::error::Error;
 use crate::registry::encoded_name;
 use crate::root::FleetRoot;
 
@@ -29,6 +28,16 @@ const SIGHTING_FILE: &str = "outside.json";
 const KEPT_EPOCH_RECORDS: usize = 8;
 /// A sighting larger than this is not one sleet wrote: it is ignored.
 const MAX_SIGHTING_BYTES: usize = 16 * 1024;
+
+/// A record that could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to {action} {location}: {source}")]
+pub struct RecordError {
+    action: &'static str,
+    /// The object, as `<root url>/compactors/...`.
+    location: String,
+    source: object_store::Error,
+}
 
 /// The body of an epoch record: who took the epoch, and when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +62,19 @@ impl EpochRecords {
         }
     }
 
+    fn error(
+        &self,
+        action: &'static str,
+        relative: &str,
+        source: object_store::Error,
+    ) -> RecordError {
+        RecordError {
+            action,
+            location: self.root.describe(relative),
+            source,
+        }
+    }
+
     fn dir(database: &str) -> String {
         format!("{RECORDS_DIR}/{}", encoded_name(database))
     }
@@ -66,18 +88,18 @@ impl EpochRecords {
     }
 
     /// Whether a fleet coordinator recorded taking `epoch` of `database`.
-    pub async fn fleet_took(&self, database: &str, epoch: u64) -> Result<bool, Error> {
+    pub async fn fleet_took(&self, database: &str, epoch: u64) -> Result<bool, RecordError> {
         let file = Self::epoch_file(database, epoch);
         match self.root.store().head(&self.root.path(&file)).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(source) => Err(self.root.store_error("read", &file, source)),
+            Err(source) => Err(self.error("read", &file, source)),
         }
     }
 
     /// Records that this node's coordinator took `epoch`, then prunes old
     /// records of the database (best effort).
-    pub async fn record_taken(&self, database: &str, epoch: u64) -> Result<(), Error> {
+    pub async fn record_taken(&self, database: &str, epoch: u64) -> Result<(), RecordError> {
         let file = Self::epoch_file(database, epoch);
         let body = EpochRecord {
             node_id: self.node_id.clone(),
@@ -96,7 +118,7 @@ impl EpochRecords {
             .await;
         match put {
             Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => {}
-            Err(source) => return Err(self.root.store_error("create", &file, source)),
+            Err(source) => return Err(self.error("create", &file, source)),
         }
         info!(database, epoch, "recorded the fleet's compactor epoch");
         if let Err(e) = self.prune(database, epoch).await {
@@ -106,7 +128,7 @@ impl EpochRecords {
     }
 
     /// Deletes all but the newest few epoch records below `newest`.
-    async fn prune(&self, database: &str, newest: u64) -> Result<(), Error> {
+    async fn prune(&self, database: &str, newest: u64) -> Result<(), RecordError> {
         let dir = Self::dir(database);
         let listed: Vec<_> = self
             .root
@@ -114,7 +136,7 @@ impl EpochRecords {
             .list(Some(&self.root.path(&dir)))
             .try_collect()
             .await
-            .map_err(|source| self.root.store_error("list", &dir, source))?;
+            .map_err(|source| self.error("list", &dir, source))?;
         let mut epochs: Vec<(u64, object_store::path::Path)> = listed
             .into_iter()
             .filter_map(|meta| Some((parse_epoch_file(meta.location.filename()?)?, meta.location)))
@@ -125,11 +147,7 @@ impl EpochRecords {
             match self.root.store().delete(&location).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(source) => {
-                    return Err(self.root.store_error(
-                        "delete",
-                        self.root.relative(&location),
-                        source,
-                    ));
+                    return Err(self.error("delete", self.root.relative(&location), source));
                 }
             }
         }
@@ -139,12 +157,12 @@ impl EpochRecords {
     /// The last sighting of an outside compactor, if one was saved. A
     /// file that does not parse (or is implausibly large) counts as none:
     /// the next look writes a fresh one.
-    pub async fn sighting(&self, database: &str) -> Result<Option<Sighting>, Error> {
+    pub async fn sighting(&self, database: &str) -> Result<Option<Sighting>, RecordError> {
         let file = Self::sighting_file(database);
         let bytes = match self.root.get_bytes(&self.root.path(&file)).await {
             Ok(bytes) => bytes,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(source) => return Err(self.root.store_error("read", &file, source)),
+            Err(source) => return Err(self.error("read", &file, source)),
         };
         if bytes.len() > MAX_SIGHTING_BYTES {
             warn!(file = %self.root.describe(&file), "ignoring an oversized sighting ({} bytes)", bytes.len());
@@ -160,7 +178,11 @@ impl EpochRecords {
     }
 
     /// Saves the sighting the fleet stands down for.
-    pub async fn save_sighting(&self, database: &str, sighting: &Sighting) -> Result<(), Error> {
+    pub async fn save_sighting(
+        &self,
+        database: &str,
+        sighting: &Sighting,
+    ) -> Result<(), RecordError> {
         let file = Self::sighting_file(database);
         let bytes = serde_json::to_vec_pretty(sighting).expect("sightings serialize");
         self.root
@@ -168,7 +190,7 @@ impl EpochRecords {
             .put(&self.root.path(&file), PutPayload::from(bytes))
             .await
             .map(|_| ())
-            .map_err(|source| self.root.store_error("write", &file, source))
+            .map_err(|source| self.error("write", &file, source))
     }
 }
 
