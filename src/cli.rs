@@ -521,11 +521,15 @@ fn render_status(status: &StatusResponse) -> String {
 }
 
 fn render_register(r: &RegisterResponse) -> String {
-    if r.created {
+    let mut out = if r.created {
         format!("registered {} at {}\n", r.url, r.file)
     } else {
         format!("{} already registered at {}\n", r.url, r.file)
+    };
+    for warning in &r.warnings {
+        out.push_str(&format!("warning: {warning}\n"));
     }
+    out
 }
 
 /// Prints a response as text or pretty JSON with a trailing newline.

@@ -95,9 +95,14 @@ impl Fleet {
     }
 
     /// Registers a database by creating its empty registry file. An
-    /// existing registration is left as it is (`created == false`).
+    /// existing registration is left as it is (`created == false`). Then
+    /// looks at the database and warns about what would keep the fleet
+    /// from serving it, above all a compactor inside its writer.
     pub async fn register(&self, database_url: &str) -> Result<RegisterResponse, Error> {
-        self.root.register(database_url).await
+        let mut registered = self.root.register(database_url).await?;
+        let records = outside_compactor::records::EpochRecords::new(self.root.clone(), "register");
+        registered.warnings = services::registration_warnings(&records, &registered.url).await;
+        Ok(registered)
     }
 
     /// The fleet's nodes, databases, placement and warnings, as of now.

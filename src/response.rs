@@ -17,6 +17,10 @@ pub struct RegisterResponse {
     pub file: String,
     /// `false` when the database was already registered.
     pub created: bool,
+    /// What the check of the database found, such as a compactor running
+    /// inside its writer (the fleet will not compact it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// `sleet status`.
@@ -62,6 +66,27 @@ pub struct DatabaseStatus {
     /// Compaction queue depth, with `--compactions` when it could be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueStatus>,
+    /// Set when live nodes stand down because a compactor outside the
+    /// fleet (usually one inside the application's writer) holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_compactor: Option<OutsideCompactorStatus>,
+}
+
+/// A compactor the fleet did not start holds a database, so the fleet
+/// runs neither its coordinator nor its workers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct OutsideCompactorStatus {
+    /// The outside compactor's epoch.
+    pub compactor_epoch: u64,
+    /// When the fleet first stood down for it (RFC 3339).
+    pub since: String,
+    /// `active` (it wrote `.compactions` recently) or `presumed` (quiet,
+    /// not proven gone).
+    pub evidence: String,
+    /// The live nodes that stand down for it.
+    pub nodes: Vec<String>,
+    /// How to let the fleet compact it.
+    pub fix: String,
 }
 
 /// Compaction jobs of one database, from its `.compactions` file.

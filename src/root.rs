@@ -120,7 +120,12 @@ impl FleetRoot {
             Err(object_store::Error::AlreadyExists { .. }) => false,
             Err(source) => return Err(self.store_error("create", &file, source)),
         };
-        Ok(RegisterResponse { url, file, created })
+        Ok(RegisterResponse {
+            url,
+            file,
+            created,
+            warnings: Vec::new(),
+        })
     }
 
     /// Every object under a root directory, with metadata.

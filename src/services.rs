@@ -76,12 +76,12 @@ pub enum ServiceError {
     /// A compactor outside the fleet holds the database: the fleet runs
     /// neither coordinator nor workers for it.
     #[error("{url} runs its own compactor ({}): the fleet stands down; fix: {}", describe_sighting(.sighting), outside_compactor::FIX)]
-    OutsideCompactor { url: String, sighting: Sighting },
+    OutsideCompactor { url: String, sighting: Box<Sighting> },
     /// The fleet's compactor records could not be read or written.
     #[error("compactor records for {url}: {source}")]
     Records {
         url: String,
-        source: crate::outside_compactor::records::RecordError,
+        source: Box<crate::outside_compactor::records::RecordError>,
     },
 }
 
@@ -369,7 +369,10 @@ async fn run_coordinator(
                     // Unrecorded, the epoch looks like an outside compactor's
                     // to every other node: better not to run at all.
                     let _ = compactor.stop().await;
-                    return Err(ServiceError::Records { url: db.url.clone(), source });
+                    return Err(ServiceError::Records {
+                        url: db.url.clone(),
+                        source: Box::new(source),
+                    });
                 }
             }
         }
@@ -447,7 +450,7 @@ impl DatabaseHandle {
                 }
                 LookError::Records(source) => ServiceError::Records {
                     url: self.url.clone(),
-                    source,
+                    source: Box::new(source),
                 },
             })?
             .ok_or_else(|| ServiceError::NotADatabase {
@@ -456,7 +459,7 @@ impl DatabaseHandle {
         match seen.verdict {
             Verdict::Outside(sighting) => Err(ServiceError::OutsideCompactor {
                 url: self.url.clone(),
-                sighting,
+                sighting: Box::new(sighting),
             }),
             Verdict::Released(why) => {
                 info!(database = %self.url, epoch = seen.compactor_epoch, "taking over compaction: the outside compactor is gone ({why:?})");
@@ -464,6 +467,25 @@ impl DatabaseHandle {
             }
             Verdict::Unclaimed | Verdict::Fleet => Ok(seen.compactor_epoch),
         }
+    }
+}
+
+/// What `sleet register` tells an operator about a database it just
+/// registered: above all a compactor running inside its writer, which the
+/// fleet will not fence. A database that cannot be read yet gets no
+/// warning (registering before the first writer opens is normal).
+pub async fn registration_warnings(records: &EpochRecords, url: &str) -> Vec<String> {
+    let db = match DatabaseHandle::open(url) {
+        Ok(db) => db,
+        Err(e) => return vec![format!("could not open {url} to check it: {e}")],
+    };
+    let defaults = crate::config::DatabaseConfig::default().resolve();
+    match db.may_compact(records, &defaults.outside_compactor).await {
+        Ok(_) | Err(ServiceError::NotADatabase { .. }) => Vec::new(),
+        Err(e @ ServiceError::OutsideCompactor { .. }) => vec![e.to_string()],
+        Err(e) => vec![format!(
+            "could not check {url} for a compactor outside the fleet: {e}"
+        )],
     }
 }
 

@@ -17,7 +17,8 @@ use crate::mirror::lag;
 use crate::mirror::target::applied_targets;
 use crate::ownership::{LiveNode, database_assignments};
 use crate::response::{
-    DatabaseStatus, MirrorStatus, NodeStatus, QueueStatus, ServicePlacement, StatusResponse,
+    DatabaseStatus, MirrorStatus, NodeStatus, OutsideCompactorStatus, QueueStatus,
+    ServicePlacement, StatusResponse,
 };
 use crate::root::{ConfigPoller, FleetRoot, FleetView, NodeSighting, node_view};
 use crate::service::Service;
@@ -239,6 +240,21 @@ pub fn derive_status(
                 f.error
             ));
         }
+        let unlisted = body
+            .outside_compactor_count
+            .saturating_sub(body.outside_compactors.len() as u64);
+        if unlisted > 0 {
+            warnings.push(format!(
+                "{node} stands down for {unlisted} more databases that run their own compactor"
+            ));
+        }
+    }
+    let outside = outside_compactors(sightings, bodies);
+    for (url, o) in &outside {
+        warnings.push(format!(
+            "{url} runs its own compactor (epoch {}, {} since {}): the fleet does not compact it; fix: {}",
+            o.compactor_epoch, o.evidence, o.since, o.fix
+        ));
     }
     let hash = view.fleet.node.resolve().placement_hash;
     let mut unserved: Vec<Service> = Vec::new();
@@ -272,6 +288,7 @@ pub fn derive_status(
                 url: url.clone(),
                 services,
                 queue: None,
+                outside_compactor: outside.get(url).cloned(),
             }
         })
         .collect();
@@ -283,6 +300,40 @@ pub fn derive_status(
         mirrors: Vec::new(),
         warnings,
     }
+}
+
+/// Databases live nodes stand down for, from their heartbeats: the
+/// newest sighting wins where nodes disagree, and every reporting node is
+/// named.
+fn outside_compactors(
+    sightings: &BTreeMap<String, NodeSighting>,
+    bodies: &BTreeMap<String, HeartbeatBody>,
+) -> BTreeMap<String, OutsideCompactorStatus> {
+    let mut by_database: BTreeMap<String, OutsideCompactorStatus> = BTreeMap::new();
+    let live = bodies
+        .iter()
+        .filter(|(node, _)| sightings.get(*node).is_some_and(|s| s.live));
+    for (node, body) in live {
+        for o in &body.outside_compactors {
+            let entry =
+                by_database
+                    .entry(o.database.clone())
+                    .or_insert_with(|| OutsideCompactorStatus {
+                        compactor_epoch: o.compactor_epoch,
+                        since: o.since.clone(),
+                        evidence: o.evidence.clone(),
+                        nodes: Vec::new(),
+                        fix: crate::outside_compactor::FIX.to_string(),
+                    });
+            if o.compactor_epoch > entry.compactor_epoch {
+                entry.compactor_epoch = o.compactor_epoch;
+                entry.since = o.since.clone();
+                entry.evidence = o.evidence.clone();
+            }
+            entry.nodes.push(node.clone());
+        }
+    }
+    by_database
 }
 
 /// The mirror lag table, then one `error:` line per unreadable mirror.

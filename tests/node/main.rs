@@ -7,4 +7,5 @@ mod cluster;
 #[path = "../core/common.rs"]
 mod common;
 mod db;
+mod outside;
 mod system;
