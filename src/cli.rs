@@ -80,6 +80,10 @@ pub enum Command {
         root: String,
         /// Database URL, e.g. s3://bucket/db
         db: String,
+        /// Register without reading the database (by default it is read to
+        /// warn about a compactor running inside its writer)
+        #[arg(long)]
+        no_check: bool,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
@@ -234,8 +238,17 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             let status = Fleet::open(&root)?.status(options).await?;
             emit(format, &status, render_status)
         }
-        Command::Register { root, db, format } => {
-            let registered = Fleet::open(&root)?.register(&db).await?;
+        Command::Register {
+            root,
+            db,
+            no_check,
+            format,
+        } => {
+            let fleet = Fleet::open(&root)?;
+            let mut registered = fleet.register(&db).await?;
+            if !no_check {
+                registered.warnings = fleet.check_database(&registered.url).await;
+            }
             emit(format, &registered, render_register)
         }
         Command::Demo { dir } => {

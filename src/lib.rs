@@ -95,14 +95,20 @@ impl Fleet {
     }
 
     /// Registers a database by creating its empty registry file. An
-    /// existing registration is left as it is (`created == false`). Then
-    /// looks at the database and warns about what would keep the fleet
-    /// from serving it, above all a compactor inside its writer.
+    /// existing registration is left as it is (`created == false`). Reads
+    /// nothing of the database: [`Fleet::check_database`] does.
     pub async fn register(&self, database_url: &str) -> Result<RegisterResponse, Error> {
-        let mut registered = self.root.register(database_url).await?;
+        self.root.register(database_url).await
+    }
+
+    /// Reads a database (with store options from the environment) and
+    /// returns warnings about what would keep the fleet from serving it,
+    /// above all a compactor running inside its writer. A database with no
+    /// manifest yet gets none: registering before the first writer opens is
+    /// normal. `sleet register` calls this unless given `--no-check`.
+    pub async fn check_database(&self, canonical_url: &str) -> Vec<String> {
         let records = outside_compactor::records::EpochRecords::new(self.root.clone(), "register");
-        registered.warnings = services::registration_warnings(&records, &registered.url).await;
-        Ok(registered)
+        services::registration_warnings(&records, canonical_url).await
     }
 
     /// The fleet's nodes, databases, placement and warnings, as of now.

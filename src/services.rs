@@ -76,7 +76,10 @@ pub enum ServiceError {
     /// A compactor outside the fleet holds the database: the fleet runs
     /// neither coordinator nor workers for it.
     #[error("{url} runs its own compactor ({}): the fleet stands down; fix: {}", describe_sighting(.sighting), outside_compactor::FIX)]
-    OutsideCompactor { url: String, sighting: Box<Sighting> },
+    OutsideCompactor {
+        url: String,
+        sighting: Box<Sighting>,
+    },
     /// The fleet's compactor records could not be read or written.
     #[error("compactor records for {url}: {source}")]
     Records {

@@ -14,18 +14,19 @@ fn register_creates_once_and_reports_existing() {
     let root = FileRoot::new();
     let url = root.url();
     assert_eq!(
-        ok(sleet(&["register", &url, "S3://Bucket/db/"])),
+        ok(sleet(&["register", &url, "S3://Bucket/db/", "--no-check"])),
         "registered s3://bucket/db at dbs/s3%3A%2F%2Fbucket%2Fdb.toml\n"
     );
     assert!(root.path("dbs/s3%3A%2F%2Fbucket%2Fdb.toml").is_file());
     assert_eq!(
-        ok(sleet(&["register", &url, "s3://bucket/db"])),
+        ok(sleet(&["register", &url, "s3://bucket/db", "--no-check"])),
         "s3://bucket/db already registered at dbs/s3%3A%2F%2Fbucket%2Fdb.toml\n"
     );
     let again = json(&ok(sleet(&[
         "register",
         &url,
         "s3://bucket/db",
+        "--no-check",
         "--format",
         "json",
     ])));
@@ -37,6 +38,7 @@ fn register_creates_once_and_reports_existing() {
         "register",
         &url,
         "gs://analytics/events",
+        "--no-check",
         "--format",
         "json",
     ]));

@@ -103,6 +103,7 @@ fn cli_responses_validate() {
         "register",
         &url,
         "s3://b/db",
+        "--no-check",
         "--format",
         "json",
     ])));
