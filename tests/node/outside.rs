@@ -427,3 +427,61 @@ async fn a_fence_by_another_fleet_node_is_not_an_outside_compactor() {
     assert!(a.await.unwrap().is_ok(), "a stops cleanly when cancelled");
     db::assert_reader_sees(&url, 0..3).await;
 }
+
+/// The fleet's GC beside a writer's embedded GC, both collecting every
+/// few hundred milliseconds with a one-second `min_age` on S3 (boundary
+/// files on), while the fleet compacts and the writer writes: every key
+/// reads back, and garbage does get collected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_gcs_on_one_database_lose_nothing() {
+    let Some(endpoint) = endpoint() else { return };
+    let mut cluster = crate::cluster::Cluster::on_s3(crate::cluster::FAST_FLEET, &endpoint).await;
+    let url = cluster.db_url("twogc");
+    let fast = slatedb::config::GarbageCollectorDirectoryOptions {
+        interval: Some(Duration::from_millis(300)),
+        min_age: Duration::from_secs(1),
+        dry_run: false,
+    };
+    let embedded_gc = slatedb::config::GarbageCollectorOptions {
+        manifest_options: Some(fast),
+        wal_options: Some(fast),
+        compacted_options: Some(fast),
+        compactions_options: Some(fast),
+        ..Default::default()
+    };
+    let writer = open(
+        &url,
+        Settings {
+            garbage_collector_options: Some(embedded_gc),
+            ..db::tiny_settings()
+        },
+    )
+    .await;
+    write_round(&writer, 0).await;
+    cluster.fleet.register(&url).await.unwrap();
+    cluster.spawn("g1");
+    let started = Instant::now();
+    let mut round = 1;
+    while started.elapsed() < Duration::from_secs(10) {
+        write_round(&writer, round).await;
+        round += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    db::assert_all_keys(&writer, 0..round).await;
+    db::assert_reader_sees(&url, 0..round).await;
+    let (_, compacted) = db::shape(&url).await;
+    assert!(compacted > 0, "the fleet compacted beside the embedded GC");
+    let manifests = db::objects(&url, "manifest").await;
+    let newest: u64 = manifests
+        .iter()
+        .filter_map(|m| m.strip_suffix(".manifest")?.parse().ok())
+        .max()
+        .unwrap();
+    assert!(
+        (manifests.len() as u64) < newest / 2,
+        "old manifests were collected: {} left of {newest}",
+        manifests.len()
+    );
+    writer.close().await.unwrap();
+    cluster.stop("g1").await;
+}
