@@ -344,6 +344,15 @@ impl TaskBoard {
         );
     }
 
+    /// Whether this supervisor's task last stood down for an outside
+    /// compactor.
+    fn is_stood_down(&self, key: &TaskKey, instance: u64) -> bool {
+        let states = self.states.lock().expect("task board lock");
+        states
+            .get(key)
+            .is_some_and(|s| s.instance == instance && matches!(s.phase, Phase::StoodDown(_)))
+    }
+
     fn remove(&self, key: &TaskKey, instance: u64) {
         let mut states = self.states.lock().expect("task board lock");
         if states.get(key).is_some_and(|s| s.instance == instance) {
@@ -717,6 +726,13 @@ impl Supervisor {
                 }
                 HookGate::Fail(reason) => Err(ServiceError::Hook(reason)),
                 HookGate::Go(context) => {
+                    // A task that stood down stays shown as standing down
+                    // while it looks again; `run_task` marks it running
+                    // once the service really starts.
+                    if !self.board.is_stood_down(&self.key, self.instance) {
+                        self.board
+                            .set(&self.key, self.instance, Phase::Running, None);
+                    }
                     let result = self.run_once(&token).await;
                     self.hooks
                         .after(context, run_outcome(&result, &token, started.elapsed()));

@@ -41,6 +41,9 @@ use crate::store::{StoreRoot, open_url};
 /// wait on the store is bounded by the caller.
 pub const ADMIN_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How often a coordinator retries recording the epoch it claimed.
+const RECORD_RETRY: Duration = Duration::from_secs(1);
+
 /// Retries SlateDB's services make per store request before giving up, so
 /// a dead store surfaces as a task failure (and backoff) instead of a task
 /// that hangs forever.
@@ -322,9 +325,9 @@ pub async fn run_service(
             result.map_err(|e| db.slatedb_error(e))
         }
         ServiceSpec::Coordinator(c, outside) => {
-            let epoch = db.may_compact(records, outside).await?;
+            let claim = db.may_compact(records, outside).await?;
             started();
-            run_coordinator(db, c, epoch, records, token).await
+            run_coordinator(db, c, claim, records, token).await
         }
         ServiceSpec::Workers(w, outside) => {
             db.may_compact(records, outside).await?;
@@ -339,43 +342,72 @@ pub async fn run_service(
     }
 }
 
-/// Runs the coordinator, claiming exactly the epoch after `expected`: a
-/// compactor that claimed meanwhile (a writer that just opened) keeps its
-/// epoch and this run ends fenced, instead of fencing it. The claimed
-/// epoch is recorded under the fleet root before anything else happens,
-/// so the fleet knows it as its own.
+/// Runs the coordinator. With a [`Claim`] (outside compactors are looked
+/// for) it first records that it is about to claim the epoch after the one
+/// it saw, then claims exactly that epoch: a compactor that claimed
+/// meanwhile (a writer that just opened) keeps its epoch and this run ends
+/// fenced, instead of fencing it, and the record is withdrawn. Once the
+/// claim holds, it is confirmed under the fleet root. Without a claim it
+/// takes whatever epoch is next and records it once it holds it.
 async fn run_coordinator(
     db: &DatabaseHandle,
     c: &CoordinatorSettings,
-    expected: u64,
+    claim: Option<Claim>,
     records: &EpochRecords,
     token: CancellationToken,
 ) -> Result<(), ServiceError> {
-    let claim = ClaimWatch::default();
-    let compactor = CompactorBuilder::new(db.path.clone(), db.store.clone())
+    let watch = ClaimWatch::default();
+    let mut builder = CompactorBuilder::new(db.path.clone(), db.store.clone())
         .with_options(coordinator_options(c))
-        .with_expected_epoch(expected)
-        .with_metrics_recorder(Arc::new(claim.clone()))
-        .build();
+        .with_metrics_recorder(Arc::new(watch.clone()));
+    if let Some(claim) = claim {
+        records
+            .intend(&db.url, claim.expected + 1, claim.writer_epoch)
+            .await
+            .map_err(|source| ServiceError::Records {
+                url: db.url.clone(),
+                source: Box::new(source),
+            })?;
+        builder = builder.with_expected_epoch(claim.expected);
+    }
+    let compactor = builder.build();
     let run = compactor.run();
     tokio::pin!(run);
-    let mut recorded = false;
+    let mut held: Option<u64> = None;
+    // The held epoch until its confirmation is written (retried: a node
+    // that dies before would leave only the claiming record behind).
+    let mut unconfirmed: Option<u64> = None;
+    let mut retry = tokio::time::interval(RECORD_RETRY);
     loop {
         tokio::select! {
-            result = &mut run => return result.map_err(|e| db.slatedb_error(e)),
-            _ = token.cancelled() => {
-                return compactor.stop().await.map_err(|e| db.slatedb_error(e));
+            result = &mut run => {
+                if let (Err(e), None, Some(claim)) = (&result, held, claim)
+                    && e.kind() == ErrorKind::Closed(CloseReason::Fenced)
+                {
+                    // Another compactor took the epoch first.
+                    records.withdraw(&db.url, claim.expected + 1, claim.writer_epoch).await;
+                }
+                return result.map_err(|e| db.slatedb_error(e));
             }
-            epoch = claim.claimed(), if !recorded => {
-                recorded = true;
-                if let Err(source) = records.record_taken(&db.url, epoch).await {
-                    // Unrecorded, the epoch looks like an outside compactor's
-                    // to every other node: better not to run at all.
-                    let _ = compactor.stop().await;
-                    return Err(ServiceError::Records {
-                        url: db.url.clone(),
-                        source: Box::new(source),
-                    });
+            _ = token.cancelled() => {
+                let stopped = compactor.stop().await;
+                if let Some(epoch) = unconfirmed.or(watch.held())
+                    && let Err(e) = records.confirm(&db.url, epoch).await
+                {
+                    warn!(database = %db.url, epoch, "failed to confirm the fleet's compactor epoch while stopping: {e}");
+                }
+                return stopped.map_err(|e| db.slatedb_error(e));
+            }
+            epoch = watch.claimed(), if held.is_none() => {
+                held = Some(epoch);
+                unconfirmed = Some(epoch);
+                retry.reset_immediately();
+            }
+            _ = retry.tick(), if unconfirmed.is_some() => {
+                let epoch = unconfirmed.expect("guarded");
+                match records.confirm(&db.url, epoch).await {
+                    Ok(()) => unconfirmed = None,
+                    Err(e) => warn!(database = %db.url, epoch, "failed to confirm the fleet's compactor epoch; retrying: {e}"),
                 }
             }
         }
@@ -402,7 +434,7 @@ async fn run_workers(
     loop {
         tokio::select! {
             result = &mut run => return result.map_err(|e| db.slatedb_error(e)),
-            _ = recheck.tick() => match db.may_compact(records, outside).await {
+            _ = recheck.tick(), if outside.enabled => match db.may_compact(records, outside).await {
                 Err(stand_down @ ServiceError::OutsideCompactor { .. }) => {
                     workers.cancel();
                     if let Err(e) = run.await {
@@ -418,14 +450,19 @@ async fn run_workers(
 }
 
 impl DatabaseHandle {
-    /// Looks at who holds the database's compactor epoch. `Ok(epoch)` when
-    /// the fleet may compact, with the epoch its coordinator must expect;
-    /// [`ServiceError::OutsideCompactor`] when it must stand down.
+    /// Looks at who holds the database's compactor epoch. `Ok(Some(claim))`
+    /// when the fleet may compact, with what its coordinator must claim
+    /// from; `Ok(None)` when `[outside-compactor] enabled = false` (no
+    /// look, any epoch is the fleet's); [`ServiceError::OutsideCompactor`]
+    /// when it must stand down.
     pub async fn may_compact(
         &self,
         records: &EpochRecords,
         outside: &OutsideCompactorSettings,
-    ) -> Result<u64, ServiceError> {
+    ) -> Result<Option<Claim>, ServiceError> {
+        if !outside.enabled {
+            return Ok(None);
+        }
         let target = outside_compactor::Target {
             url: &self.url,
             admin: &self.admin,
@@ -466,9 +503,9 @@ impl DatabaseHandle {
             }),
             Verdict::Released(why) => {
                 info!(database = %self.url, epoch = seen.compactor_epoch, "taking over compaction: the outside compactor is gone ({why:?})");
-                Ok(seen.compactor_epoch)
+                Ok(Some(Claim::from(&seen)))
             }
-            Verdict::Unclaimed | Verdict::Fleet => Ok(seen.compactor_epoch),
+            Verdict::Unclaimed | Verdict::Fleet => Ok(Some(Claim::from(&seen))),
         }
     }
 }
@@ -489,6 +526,23 @@ pub async fn registration_warnings(records: &EpochRecords, url: &str) -> Vec<Str
         Err(e) => vec![format!(
             "could not check {url} for a compactor outside the fleet: {e}"
         )],
+    }
+}
+
+/// What a fleet coordinator claims from: the compactor epoch it saw (it
+/// takes exactly the next one) and the writer epoch at the time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim {
+    pub expected: u64,
+    pub writer_epoch: u64,
+}
+
+impl From<&outside_compactor::Seen> for Claim {
+    fn from(seen: &outside_compactor::Seen) -> Self {
+        Claim {
+            expected: seen.compactor_epoch,
+            writer_epoch: seen.writer_epoch,
+        }
     }
 }
 

@@ -181,6 +181,13 @@ pub struct SchedulerOverrides {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OutsideCompactorOverrides {
+    /// Whether the fleet looks for outside compactors at all. `false`
+    /// counts every compactor epoch as the fleet's (sleet 0.1.0's
+    /// behaviour): only for a rolling upgrade from a release that records
+    /// no epochs, and only where no writer runs its own compactor.
+    /// Default `true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
     /// How often a database the fleet stands down for is looked at again,
     /// and how often running workers check they should still run. Each
     /// look is about 5 reads. Default `1m`.

@@ -105,6 +105,7 @@ pub struct CoordinatorSettings {
 /// `[outside-compactor]` with defaults applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutsideCompactorSettings {
+    pub enabled: bool,
     pub recheck: Duration,
     pub active_within: Duration,
     pub takeover_backlog: u32,
@@ -304,11 +305,12 @@ impl CoordinatorOverrides {
 
 impl OutsideCompactorOverrides {
     fn overlay(&mut self, upper: &Self) {
-        overlay_fields!(self, upper; recheck, active_within, takeover_backlog, takeover_after);
+        overlay_fields!(self, upper; enabled, recheck, active_within, takeover_backlog, takeover_after);
     }
 
     fn resolve(&self) -> OutsideCompactorSettings {
         OutsideCompactorSettings {
+            enabled: self.enabled.unwrap_or(true),
             recheck: duration_or(self.recheck, defaults::OUTSIDE_RECHECK),
             active_within: duration_or(self.active_within, defaults::OUTSIDE_ACTIVE_WITHIN),
             takeover_backlog: self

@@ -466,3 +466,36 @@ fn bad_plugin_config_is_named() {
     );
     assert!(err("[plugins.p]\nmemory_mib = 0").contains("plugins.p.memory_mib must be 1..=4096"));
 }
+
+#[test]
+fn outside_compactor_settings_default_layer_and_check() {
+    let fleet =
+        parse_fleet_config("[database.outside-compactor]\nrecheck = \"10s\"\ntakeover_backlog = 0")
+            .unwrap();
+    let defaults = fleet.resolve_database(&DatabaseConfig::default());
+    let outside = defaults.outside_compactor;
+    assert!(outside.enabled);
+    assert_eq!(outside.recheck, Duration::from_secs(10));
+    assert_eq!(outside.takeover_backlog, 0);
+    assert_eq!(outside.active_within, Duration::from_secs(120));
+    assert_eq!(outside.takeover_after, Duration::from_secs(120));
+    let db = parse_database_config(&fleet, "[outside-compactor]\nenabled = false").unwrap();
+    let layered = fleet.resolve_database(&db).outside_compactor;
+    assert!(!layered.enabled);
+    assert_eq!(layered.recheck, Duration::from_secs(10), "fleet layer kept");
+    let bad = problems(parse_database_config(
+        &fleet,
+        "[outside-compactor]\nrecheck = \"0s\"\nactive_within = \"0s\"\ntakeover_after = \"0s\"",
+    ));
+    for field in ["recheck", "active_within", "takeover_after"] {
+        assert!(
+            bad.contains(&format!("outside-compactor.{field} must be > 0")),
+            "{bad:?}"
+        );
+    }
+    let typo = parse_database_config(&fleet, "[outside-compactor]\nrechek = \"1s\"");
+    assert!(
+        matches!(&typo, Err(ConfigError::Parse(m)) if m.contains("unknown field `rechek`")),
+        "{typo:?}"
+    );
+}

@@ -31,6 +31,11 @@ impl Default for ClaimWatch {
 }
 
 impl ClaimWatch {
+    /// The epoch the coordinator holds, if it has claimed one.
+    pub fn held(&self) -> Option<u64> {
+        *self.epoch.borrow()
+    }
+
     /// Waits for the coordinator to hold an epoch, and returns it.
     pub async fn claimed(&self) -> u64 {
         let mut rx = self.epoch.subscribe();

@@ -8,7 +8,7 @@
 //! asks who holds the database's compactor epoch:
 //!
 //! - nobody (epoch 0), or an epoch the fleet recorded when one of its own
-//!   coordinators took it: the fleet compacts, as before;
+//!   coordinators set out to take it: the fleet compacts, as before;
 //! - a compactor outside the fleet (an epoch no node recorded): the fleet
 //!   stands down, and looks again every `recheck`. It takes over only on
 //!   proof that the outside compactor is gone: its writer was replaced by
@@ -37,13 +37,6 @@ use slatedb::admin::Admin;
 
 use self::probe::ProbeError;
 use self::records::EpochRecords;
-
-/// A fleet coordinator records its epoch just after claiming it, so a look
-/// that lands in between sees a fresh, unrecorded epoch: an epoch whose
-/// `.compactions` write is this recent gets a second look at the records.
-const CLAIM_RECORD_GRACE: Duration = Duration::from_secs(10);
-/// How long to wait before that second look.
-const CLAIM_RECORD_WAIT: Duration = Duration::from_secs(3);
 
 /// How a node treats compactors outside the fleet (`[outside-compactor]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,12 +222,14 @@ pub enum LookError {
     Records(#[from] records::RecordError),
 }
 
-/// What one look decided, with the epoch it saw (the one a coordinator
-/// must expect to claim after).
+/// What one look decided, with the epochs it saw: a coordinator claims
+/// exactly the compactor epoch after this one, and records the writer
+/// epoch beside its claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seen {
     pub verdict: Verdict,
     pub compactor_epoch: u64,
+    pub writer_epoch: u64,
 }
 
 /// One look at a database: read it, ask the fleet's records, judge, and
@@ -248,11 +243,10 @@ pub async fn look(
         return Ok(None);
     };
     let epoch = state.compactor_epoch;
-    let mut fleet_took_epoch = epoch > 0 && records.fleet_took(db.url, epoch).await?;
-    if epoch > 0 && !fleet_took_epoch && claim_in_flight(&state, Utc::now()) {
-        tokio::time::sleep(CLAIM_RECORD_WAIT).await;
-        fleet_took_epoch = records.fleet_took(db.url, epoch).await?;
-    }
+    let fleet_took_epoch = epoch > 0
+        && records
+            .fleet_took(db.url, epoch, state.writer_epoch)
+            .await?;
     let earlier = if epoch > 0 && !fleet_took_epoch {
         records.sighting(db.url).await?
     } else {
@@ -275,18 +269,8 @@ pub async fn look(
     Ok(Some(Seen {
         verdict,
         compactor_epoch: epoch,
+        writer_epoch: state.writer_epoch,
     }))
-}
-
-/// Whether the manifest's epoch may be a claim still being made: a
-/// coordinator writes its epoch to the manifest, then to `.compactions`,
-/// then (if it is the fleet's) its record, so an epoch `.compactions` does
-/// not carry yet, or carries since only moments ago, gets a second look.
-fn claim_in_flight(state: &probe::DatabaseState, now: DateTime<Utc>) -> bool {
-    match state.last_compactions_write {
-        Some((by, at)) if by == state.compactor_epoch => age(now, at) <= CLAIM_RECORD_GRACE,
-        _ => true,
-    }
 }
 
 /// The one-line fix operators are shown wherever a database stands down.

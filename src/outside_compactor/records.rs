@@ -1,15 +1,25 @@
 //! What the fleet remembers about compactor epochs, under the fleet root:
 //!
 //! ```text
-//! <root>/compactors/<encoded-db-url>/epoch-<epoch:020>.json   one per epoch a fleet coordinator took (create-only)
-//! <root>/compactors/<encoded-db-url>/outside.json             the latest sighting of an outside compactor
+//! <root>/compactors/<encoded-db-url>/<epoch:020>/<node>.claiming-<writer-epoch>   before a claim
+//! <root>/compactors/<encoded-db-url>/<epoch:020>/<node>.claimed                   after it succeeded
+//! <root>/compactors/<encoded-db-url>/outside.json                                 the latest outside-compactor sighting
 //! ```
 //!
-//! An epoch record is written right after a coordinator's claim succeeds,
-//! so "was this epoch the fleet's" is one HEAD. sleet 0.1.0 nodes never
-//! read this directory.
+//! A coordinator writes its *claiming* record before it claims, so there is
+//! no moment at which the fleet holds an epoch it has not written down,
+//! even if the node dies or is cancelled mid-claim (SlateDB may bump the
+//! epoch before it returns). The claim itself is SlateDB's
+//! compare-and-swap on the epoch the node saw, so a claiming record can
+//! only be wrong if another compactor won that race; then the record is
+//! withdrawn. Should the withdrawal be lost too, the record still counts
+//! only while the writer epoch is the one it names: a writer that runs its
+//! own compactor opens (a new writer epoch) before that compactor claims.
+//! The *claimed* record, written once the claim is confirmed, counts for
+//! good. One LIST of an epoch's directory answers "is this epoch the
+//! fleet's". sleet 0.1.0 nodes never read this directory.
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use futures::TryStreamExt;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
@@ -22,10 +32,11 @@ use crate::root::FleetRoot;
 /// The directory of per-database compactor records.
 pub const RECORDS_DIR: &str = "compactors";
 const SIGHTING_FILE: &str = "outside.json";
-/// Epoch records kept per database; older ones are pruned when a new one
-/// is written. Only the current epoch is ever asked about, so a few cover
-/// any coordinator whose claim is still in flight.
-const KEPT_EPOCH_RECORDS: usize = 8;
+const CLAIMED: &str = "claimed";
+const CLAIMING: &str = "claiming-";
+/// Epochs whose records are kept per database; older ones are pruned when
+/// a claim is confirmed. Only the current epoch is ever asked about.
+const KEPT_EPOCHS: usize = 8;
 /// A sighting larger than this is not one sleet wrote: it is ignored.
 const MAX_SIGHTING_BYTES: usize = 16 * 1024;
 
@@ -39,12 +50,12 @@ pub struct RecordError {
     source: object_store::Error,
 }
 
-/// The body of an epoch record: who took the epoch, and when.
+/// The body of a record, for people reading the root: who and when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EpochRecord {
-    pub node_id: String,
-    pub taken_at: DateTime<Utc>,
-    pub sleet_version: String,
+struct RecordBody {
+    node_id: String,
+    at: chrono::DateTime<Utc>,
+    sleet_version: String,
 }
 
 /// The fleet's compactor records for every database under one root.
@@ -79,47 +90,93 @@ impl EpochRecords {
         format!("{RECORDS_DIR}/{}", encoded_name(database))
     }
 
-    fn epoch_file(database: &str, epoch: u64) -> String {
-        format!("{}/epoch-{epoch:020}.json", Self::dir(database))
+    fn epoch_dir(database: &str, epoch: u64) -> String {
+        format!("{}/{epoch:020}", Self::dir(database))
+    }
+
+    fn claiming_file(&self, database: &str, epoch: u64, writer_epoch: u64) -> String {
+        format!(
+            "{}/{}.{CLAIMING}{writer_epoch}",
+            Self::epoch_dir(database, epoch),
+            self.node_id
+        )
+    }
+
+    fn claimed_file(&self, database: &str, epoch: u64) -> String {
+        format!(
+            "{}/{}.{CLAIMED}",
+            Self::epoch_dir(database, epoch),
+            self.node_id
+        )
     }
 
     fn sighting_file(database: &str) -> String {
         format!("{}/{SIGHTING_FILE}", Self::dir(database))
     }
 
-    /// Whether a fleet coordinator recorded taking `epoch` of `database`.
-    pub async fn fleet_took(&self, database: &str, epoch: u64) -> Result<bool, RecordError> {
-        let file = Self::epoch_file(database, epoch);
-        match self.root.store().head(&self.root.path(&file)).await {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(source) => Err(self.error("read", &file, source)),
+    /// Whether `epoch` of `database` is the fleet's: some node confirmed
+    /// claiming it, or set out to claim it while the writer epoch was
+    /// `writer_epoch` (the current one).
+    pub async fn fleet_took(
+        &self,
+        database: &str,
+        epoch: u64,
+        writer_epoch: u64,
+    ) -> Result<bool, RecordError> {
+        let dir = Self::epoch_dir(database, epoch);
+        let listed: Vec<_> = self
+            .root
+            .store()
+            .list(Some(&self.root.path(&dir)))
+            .try_collect()
+            .await
+            .map_err(|source| self.error("list", &dir, source))?;
+        Ok(listed.iter().any(|meta| {
+            meta.location
+                .filename()
+                .and_then(parse_record_name)
+                .is_some_and(|record| match record {
+                    Record::Claimed => true,
+                    Record::Claiming { writer_epoch: w } => w == writer_epoch,
+                })
+        }))
+    }
+
+    /// Writes down, before claiming, that this node is about to claim
+    /// `epoch` while the writer epoch is `writer_epoch`.
+    pub async fn intend(
+        &self,
+        database: &str,
+        epoch: u64,
+        writer_epoch: u64,
+    ) -> Result<(), RecordError> {
+        let file = self.claiming_file(database, epoch, writer_epoch);
+        self.create(&file).await
+    }
+
+    /// Takes back a claiming record whose claim lost to another compactor.
+    /// Retried a few times: a stale record would count while the writer
+    /// epoch stands.
+    pub async fn withdraw(&self, database: &str, epoch: u64, writer_epoch: u64) {
+        let file = self.claiming_file(database, epoch, writer_epoch);
+        for attempt in 1..=5 {
+            match self.root.store().delete(&self.root.path(&file)).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => return,
+                Err(e) => {
+                    warn!(
+                        database,
+                        epoch, attempt, "failed to withdraw a claiming record: {e}"
+                    );
+                    tokio::time::sleep(std::time::Duration::from_millis(200 * attempt)).await;
+                }
+            }
         }
     }
 
-    /// Records that this node's coordinator took `epoch`, then prunes old
+    /// Records that this node's coordinator holds `epoch`, then prunes old
     /// records of the database (best effort).
-    pub async fn record_taken(&self, database: &str, epoch: u64) -> Result<(), RecordError> {
-        let file = Self::epoch_file(database, epoch);
-        let body = EpochRecord {
-            node_id: self.node_id.clone(),
-            taken_at: Utc::now(),
-            sleet_version: crate::SLEET_VERSION.to_string(),
-        };
-        let bytes = serde_json::to_vec(&body).expect("epoch records serialize");
-        let put = self
-            .root
-            .store()
-            .put_opts(
-                &self.root.path(&file),
-                PutPayload::from(bytes),
-                PutOptions::from(PutMode::Create),
-            )
-            .await;
-        match put {
-            Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => {}
-            Err(source) => return Err(self.error("create", &file, source)),
-        }
+    pub async fn confirm(&self, database: &str, epoch: u64) -> Result<(), RecordError> {
+        self.create(&self.claimed_file(database, epoch)).await?;
         info!(database, epoch, "recorded the fleet's compactor epoch");
         if let Err(e) = self.prune(database, epoch).await {
             warn!(database, "failed to prune old compactor epoch records: {e}");
@@ -127,7 +184,31 @@ impl EpochRecords {
         Ok(())
     }
 
-    /// Deletes all but the newest few epoch records below `newest`.
+    /// A create-only record; one that exists already is as good.
+    async fn create(&self, file: &str) -> Result<(), RecordError> {
+        let body = RecordBody {
+            node_id: self.node_id.clone(),
+            at: Utc::now(),
+            sleet_version: crate::SLEET_VERSION.to_string(),
+        };
+        let bytes = serde_json::to_vec(&body).expect("records serialize");
+        let put = self
+            .root
+            .store()
+            .put_opts(
+                &self.root.path(file),
+                PutPayload::from(bytes),
+                PutOptions::from(PutMode::Create),
+            )
+            .await;
+        match put {
+            Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
+            Err(source) => Err(self.error("create", file, source)),
+        }
+    }
+
+    /// Deletes the records of all but the newest few epochs at or below
+    /// `newest`.
     async fn prune(&self, database: &str, newest: u64) -> Result<(), RecordError> {
         let dir = Self::dir(database);
         let listed: Vec<_> = self
@@ -137,17 +218,33 @@ impl EpochRecords {
             .try_collect()
             .await
             .map_err(|source| self.error("list", &dir, source))?;
-        let mut epochs: Vec<(u64, object_store::path::Path)> = listed
-            .into_iter()
-            .filter_map(|meta| Some((parse_epoch_file(meta.location.filename()?)?, meta.location)))
-            .filter(|(epoch, _)| *epoch <= newest)
-            .collect();
-        epochs.sort_by_key(|(epoch, _)| std::cmp::Reverse(*epoch));
-        for (_, location) in epochs.into_iter().skip(KEPT_EPOCH_RECORDS) {
-            match self.root.store().delete(&location).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(source) => {
-                    return Err(self.error("delete", self.root.relative(&location), source));
+        let epoch_of = |meta: &object_store::ObjectMeta| -> Option<u64> {
+            let relative = self.root.relative(&meta.location);
+            let (epoch, name) = relative.strip_prefix(&format!("{dir}/"))?.split_once('/')?;
+            parse_record_name(name)?;
+            epoch.parse().ok()
+        };
+        let mut epochs: Vec<u64> = listed.iter().filter_map(epoch_of).collect();
+        epochs.sort_unstable();
+        epochs.dedup();
+        let keep_from = epochs
+            .iter()
+            .rev()
+            .filter(|e| **e <= newest)
+            .nth(KEPT_EPOCHS - 1)
+            .copied()
+            .unwrap_or(0);
+        for meta in &listed {
+            if epoch_of(meta).is_some_and(|e| e < keep_from) {
+                match self.root.store().delete(&meta.location).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                    Err(source) => {
+                        return Err(self.error(
+                            "delete",
+                            self.root.relative(&meta.location),
+                            source,
+                        ));
+                    }
                 }
             }
         }
@@ -194,12 +291,21 @@ impl EpochRecords {
     }
 }
 
-/// The epoch of an `epoch-<n>.json` record name.
-fn parse_epoch_file(name: &str) -> Option<u64> {
-    name.strip_prefix("epoch-")?
-        .strip_suffix(".json")?
-        .parse()
-        .ok()
+/// One record in an epoch's directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Record {
+    Claimed,
+    Claiming { writer_epoch: u64 },
+}
+
+/// Parses `<node>.claimed` or `<node>.claiming-<writer epoch>`.
+fn parse_record_name(name: &str) -> Option<Record> {
+    let (_, kind) = name.rsplit_once('.')?;
+    if kind == CLAIMED {
+        return Some(Record::Claimed);
+    }
+    let writer_epoch = kind.strip_prefix(CLAIMING)?.parse().ok()?;
+    Some(Record::Claiming { writer_epoch })
 }
 
 #[cfg(test)]
@@ -213,41 +319,64 @@ mod tests {
     use super::*;
     use crate::outside_compactor::Evidence;
 
-    fn records() -> EpochRecords {
-        let root = FleetRoot::from_parts(
-            "memory:///fleet".into(),
-            Arc::new(InMemory::new()),
-            Path::from("fleet"),
-        );
-        EpochRecords::new(root, "n1")
+    fn records(node: &str, store: &Arc<InMemory>) -> EpochRecords {
+        let root =
+            FleetRoot::from_parts("memory:///fleet".into(), store.clone(), Path::from("fleet"));
+        EpochRecords::new(root, node)
     }
 
     #[tokio::test]
-    async fn epochs_are_recorded_per_database_and_pruned() {
-        let records = records();
+    async fn claims_count_while_their_writer_epoch_stands_and_confirmations_for_good() {
+        let store = Arc::new(InMemory::new());
+        let (a, b) = (records("a", &store), records("b", &store));
         let db = "s3://bucket/db";
-        assert!(!records.fleet_took(db, 3).await.unwrap());
-        for epoch in 1..=12 {
-            records.record_taken(db, epoch).await.unwrap();
-        }
-        records.record_taken(db, 12).await.unwrap();
-        assert!(records.fleet_took(db, 12).await.unwrap());
-        assert!(records.fleet_took(db, 5).await.unwrap());
+        assert!(!a.fleet_took(db, 3, 1).await.unwrap());
+        a.intend(db, 3, 1).await.unwrap();
         assert!(
-            !records.fleet_took(db, 4).await.unwrap(),
+            b.fleet_took(db, 3, 1).await.unwrap(),
+            "in flight, same writer"
+        );
+        assert!(
+            !b.fleet_took(db, 3, 2).await.unwrap(),
+            "a writer opened since: its own compactor may hold the epoch"
+        );
+        a.confirm(db, 3).await.unwrap();
+        assert!(b.fleet_took(db, 3, 2).await.unwrap(), "confirmed for good");
+        // b lost a race for epoch 4 and withdraws; a's records stay.
+        b.intend(db, 4, 2).await.unwrap();
+        b.withdraw(db, 4, 2).await;
+        assert!(!a.fleet_took(db, 4, 2).await.unwrap());
+        assert!(a.fleet_took(db, 3, 2).await.unwrap());
+        assert!(!a.fleet_took("s3://bucket/other", 3, 1).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn confirming_prunes_old_epochs() {
+        let store = Arc::new(InMemory::new());
+        let a = records("a", &store);
+        let db = "s3://bucket/db";
+        for epoch in 1..=12 {
+            a.intend(db, epoch, 1).await.unwrap();
+            a.confirm(db, epoch).await.unwrap();
+        }
+        assert!(a.fleet_took(db, 12, 9).await.unwrap());
+        assert!(a.fleet_took(db, 5, 9).await.unwrap());
+        assert!(
+            !a.fleet_took(db, 4, 1).await.unwrap(),
             "pruned to the newest 8"
         );
-        assert!(!records.fleet_took("s3://bucket/other", 12).await.unwrap());
+        assert_eq!(parse_record_name("n-1.claimed"), Some(Record::Claimed));
         assert_eq!(
-            parse_epoch_file("epoch-00000000000000000012.json"),
-            Some(12)
+            parse_record_name("n-1.claiming-7"),
+            Some(Record::Claiming { writer_epoch: 7 })
         );
-        assert_eq!(parse_epoch_file("outside.json"), None);
+        assert_eq!(parse_record_name("outside.json"), None);
     }
 
     #[tokio::test]
     async fn sightings_round_trip_and_garbage_is_ignored() {
-        let records = records();
+        let store = Arc::new(InMemory::new());
+        let records = records("n1", &store);
         let db = "s3://bucket/db";
         assert_eq!(records.sighting(db).await.unwrap(), None);
         let sighting = Sighting {
