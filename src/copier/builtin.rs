@@ -34,6 +34,12 @@ impl Copier for BuiltinCopier {
         "builtin".into()
     }
 
+    /// Every write is this code's own PUT (or hard link, or server-side
+    /// copy) whose success the store reported.
+    fn host_writes(&self) -> bool {
+        true
+    }
+
     async fn copy(
         &self,
         batch: CopyBatch<'_>,

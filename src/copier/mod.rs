@@ -115,6 +115,14 @@ pub trait Copier: Send + Sync + std::fmt::Debug {
     /// How config and messages name it: `builtin`, `rclone`, `plugin:<name>`.
     fn name(&self) -> String;
 
+    /// Whether every write this copier reports was made by sleet's own
+    /// code, which saw the store accept it: only then is its report proof.
+    /// Every other copier's copies are checked at the destination (name,
+    /// size, content hash where comparable) before a pass commits.
+    fn host_writes(&self) -> bool {
+        false
+    }
+
     /// Whether something outside sleet already replicates data objects,
     /// so the pass should probe the destination and copy only misses.
     fn replicated_elsewhere(&self) -> bool {

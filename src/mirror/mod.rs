@@ -5,6 +5,7 @@ pub mod lag;
 pub mod layout;
 pub mod ops;
 pub mod pass;
+pub mod proof;
 pub mod prune;
 pub mod restore;
 pub mod run;
@@ -50,6 +51,14 @@ pub enum MirrorError {
     },
     #[error(transparent)]
     Copy(CopyError),
+    /// The host's check of a reported copy found it wrong; nothing was
+    /// committed.
+    #[error("{copier} reported {object} copied, but {mismatch}; nothing was committed")]
+    Unverified {
+        copier: String,
+        object: String,
+        mismatch: String,
+    },
     #[error(transparent)]
     Service(#[from] ServiceError),
     #[error(transparent)]

@@ -27,6 +27,7 @@ use super::layout::{
     COMPACTED_DIR, ObjectFloor, live_pins, manifest_name, manifest_objects, pin_name,
     unsupported_source,
 };
+use super::proof::{Checked, check_copies};
 use crate::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
 use crate::services::DatabaseHandle;
 use crate::store::StoreRoot;
@@ -350,6 +351,21 @@ impl MirrorPair {
                         failed: failures.len(),
                         first: failures.swap_remove(0),
                     });
+                }
+                if !self.copier.host_writes() {
+                    match check_copies(&source, &destination, work).await? {
+                        Checked::Intact => {}
+                        Checked::VanishedAtSource(name) => {
+                            return Ok(Err(format!("{name} vanished mid-copy")));
+                        }
+                        Checked::Differs(object, mismatch) => {
+                            return Err(MirrorError::Unverified {
+                                copier: self.copier.name(),
+                                object,
+                                mismatch: mismatch.to_string(),
+                            });
+                        }
+                    }
                 }
                 Ok(Ok((report.copied() as u64, report.bytes())))
             }

@@ -349,3 +349,94 @@ async fn a_node_keeps_mirroring_beside_a_trapping_plugin_and_a_missing_one() {
     assert!(db::objects(&url("bad"), "manifest").await.is_empty());
     source.stop().await;
 }
+
+/// Copiers that report success for copies they did not make: the host
+/// checks every reported copy at the destination before it commits, so
+/// each pass fails naming the plugin and the object, and commits nothing.
+/// An honest copier then mirrors the same destination cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_a_plugin_only_claims_are_caught_before_commit() {
+    for (mode, found) in [
+        ("partial", "bytes, the source"),
+        ("lie", "the destination has no such object"),
+        ("swap", "bytes, the source"),
+    ] {
+        let (err, source, dest) = hostile_error(mode).await;
+        assert!(
+            err.contains("plugin:hostile-copier reported compacted/")
+                || err.contains("plugin:hostile-copier reported wal/"),
+            "{mode}: names the object: {err}"
+        );
+        assert!(err.contains(found), "{mode}: {err}");
+        assert!(err.contains("nothing was committed"), "{mode}: {err}");
+        // The same destination, mirrored by the builtin copier.
+        let honest = sleet::copier::CopierOptions::default();
+        source.root.write(
+            "sleet.toml",
+            &format!(
+                "{}\n[database.mirror.targets.t]\nurl = \"{dest}\"\n",
+                crate::harness::FAST_SERVICES
+            ),
+        );
+        ops::sync_once(
+            source.fleet.root(),
+            &source.url,
+            "t",
+            &honest,
+            CopyProgress::new(),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{mode}: an honest pass after the hostile one: {e}"));
+        assert_verified(&dest).await;
+        db::assert_reader_sees(&dest, 0..2).await;
+        source.stop().await;
+    }
+}
+
+/// Same size, different bytes: caught where both stores give a content
+/// hash (S3 to S3 on the local server, whose ETags are MD5s), through the
+/// real binary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupted_copy_with_the_right_size_is_caught_on_s3() {
+    use crate::common::{BUCKET, FileRoot, endpoint, s3_env, sleet_env, unique_prefix};
+    let Some(endpoint) = endpoint() else { return };
+    let plugins_dir = plugin_dir(&["hostile-copier"]);
+    let prefix = unique_prefix("corrupt");
+    let source = format!("s3://{BUCKET}/{prefix}/source");
+    let dest = format!("s3://{BUCKET}/{prefix}/copy");
+    db::seed(&source, 2).await;
+    let root = FileRoot::new();
+    root.write(
+        "sleet.toml",
+        &target(
+            &dest,
+            "hostile-copier",
+            "[database.mirror.targets.t.copier_config]\nmode = \"corrupt\"\n",
+        ),
+    );
+    let env = s3_env(&endpoint);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let registered = sleet_env(&["register", &root.url(), &source, "--no-check"], &env);
+    assert!(registered.status.success());
+    let out = sleet_env(
+        &[
+            "mirror",
+            "sync",
+            &root.url(),
+            &source,
+            "t",
+            "--plugin-dir",
+            plugins_dir.path().to_str().unwrap(),
+        ],
+        &env,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("the contents differ (ETag"), "{stderr}");
+    assert!(stderr.contains("nothing was committed"), "{stderr}");
+    assert!(
+        db::objects(&dest, "manifest").await.is_empty(),
+        "a failed pass commits nothing"
+    );
+}

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use exports::sleet::plugin::copier::{CopyResult, Guest, Info};
 use sleet::plugin::blob_store::Store;
-use sleet::plugin::types::StoreError;
+use sleet::plugin::types::{ObjectMeta, StoreError};
 
 static MODE: Mutex<String> = Mutex::new(String::new());
 
@@ -27,6 +27,30 @@ fn attempt_writes(dst: &Store, paths: &[String], names: &[&str]) -> Vec<CopyResu
             }),
         })
         .collect()
+}
+
+/// Reads a whole object from `src`.
+fn read_all(src: &Store, path: &str) -> Result<Vec<u8>, StoreError> {
+    let reader = src.open_read(path, 0)?;
+    let mut bytes = Vec::new();
+    loop {
+        let chunk = reader.read(1 << 20)?;
+        if chunk.is_empty() {
+            return Ok(bytes);
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+}
+
+/// Writes `bytes` to `dst` at `path` and reports `claimed_size` for it.
+fn write_reporting(dst: &Store, path: &str, bytes: &[u8], claimed_size: u64) -> Result<ObjectMeta, StoreError> {
+    let writer = dst.open_write(path)?;
+    writer.write(bytes)?;
+    writer.finish()?;
+    Ok(ObjectMeta {
+        path: path.to_string(),
+        size: claimed_size,
+    })
 }
 
 impl Guest for Hostile {
@@ -85,6 +109,58 @@ impl Guest for Hostile {
                         kind: "other".into(),
                         message: "x".repeat(16),
                     }),
+                })
+                .collect(),
+            // Writes the first half of each object, reports the whole.
+            "partial" => paths
+                .iter()
+                .map(|path| CopyResult {
+                    path: path.clone(),
+                    outcome: read_all(src, path).and_then(|bytes| {
+                        write_reporting(dst, path, &bytes[..bytes.len() / 2], bytes.len() as u64)
+                    }),
+                })
+                .collect(),
+            // Writes each object with its first byte flipped: same size.
+            "corrupt" => paths
+                .iter()
+                .map(|path| CopyResult {
+                    path: path.clone(),
+                    outcome: read_all(src, path).and_then(|mut bytes| {
+                        if let Some(first) = bytes.first_mut() {
+                            *first ^= 0xff;
+                        }
+                        write_reporting(dst, path, &bytes, bytes.len() as u64)
+                    }),
+                })
+                .collect(),
+            // Writes nothing, reports every object copied.
+            "lie" => paths
+                .iter()
+                .map(|path| CopyResult {
+                    path: path.clone(),
+                    outcome: src.head(path).and_then(|meta| {
+                        meta.ok_or(StoreError {
+                            kind: "not-found".into(),
+                            message: path.clone(),
+                        })
+                    }),
+                })
+                .collect(),
+            // Writes each object under the next one's name (the last under
+            // the first's), reporting each under its own.
+            "swap" => paths
+                .iter()
+                .enumerate()
+                .map(|(i, path)| {
+                    let other = &paths[(i + 1) % paths.len()];
+                    CopyResult {
+                        path: path.clone(),
+                        outcome: read_all(src, path).and_then(|bytes| {
+                            write_reporting(dst, other, &bytes, bytes.len() as u64)
+                                .map(|_| ObjectMeta { path: path.clone(), size: bytes.len() as u64 })
+                        }),
+                    }
                 })
                 .collect(),
             other => panic!("unknown mode {other}"),
