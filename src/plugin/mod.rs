@@ -8,6 +8,7 @@
 //! of their current batch, and never `manifest/`.
 
 mod bindings;
+pub mod cache;
 pub mod check;
 pub mod copier;
 pub mod hook;

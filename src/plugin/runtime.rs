@@ -11,6 +11,7 @@ use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::{Config, Engine, Store};
 
 use super::PluginError;
+use super::cache::{CompileCache, Rejected};
 use super::host::{HostState, Scope};
 
 /// How often the engine's epoch advances; a running plugin yields to the
@@ -20,13 +21,13 @@ const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// The engine and the compile cache.
 pub struct PluginRuntime {
     engine: Engine,
-    cache_dir: Option<PathBuf>,
+    cache: Option<CompileCache>,
 }
 
 impl std::fmt::Debug for PluginRuntime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PluginRuntime")
-            .field("cache_dir", &self.cache_dir)
+            .field("cache", &self.cache)
             .finish()
     }
 }
@@ -39,16 +40,30 @@ pub fn is_component(bytes: &[u8]) -> bool {
 
 impl PluginRuntime {
     /// An engine with epoch interruption, and native code cached under
-    /// `cache_dir` (not cached when `None`).
+    /// `cache_dir` (not cached when `None`, or when the directory is not
+    /// private to this user: then the node says why and compiles in
+    /// memory).
     pub fn new(cache_dir: Option<PathBuf>) -> Result<Arc<PluginRuntime>, String> {
         let mut config = Config::new();
         config.epoch_interruption(true);
         let engine = Engine::new(&config).map_err(|e| format!("failed to start wasmtime: {e}"))?;
         start_epoch_ticker(&engine);
-        if let Some(dir) = &cache_dir {
-            create_private_dir(dir).map_err(|e| format!("plugin cache {}: {e}", dir.display()))?;
-        }
-        Ok(Arc::new(PluginRuntime { engine, cache_dir }))
+        let cache = cache_dir.and_then(|dir| match CompileCache::open(&dir) {
+            Ok(cache) => Some(cache),
+            Err(reason) => {
+                tracing::warn!(
+                    "plugin cache {} is not used: {reason}; plugins compile in memory",
+                    dir.display()
+                );
+                None
+            }
+        });
+        Ok(Arc::new(PluginRuntime { engine, cache }))
+    }
+
+    /// Whether compiled plugins are cached on disk.
+    pub fn caches(&self) -> bool {
+        self.cache.is_some()
     }
 
     /// The default cache: `$XDG_CACHE_HOME/sleet/plugins` or
@@ -65,41 +80,39 @@ impl PluginRuntime {
         &self.engine
     }
 
-    /// The component for `bytes`: from the cache when this engine compiled
-    /// it before, else compiled now (and cached).
+    /// The component for `bytes` (whose sha256 the host computed): from
+    /// the cache when this node compiled it before and the entry's tag
+    /// verifies, else compiled now (and cached).
     pub fn compile(
         &self,
         name: &str,
         bytes: &[u8],
         sha256: &str,
     ) -> Result<Component, PluginError> {
-        let Some(dir) = &self.cache_dir else {
+        let Some(cache) = &self.cache else {
             return Component::new(&self.engine, bytes).map_err(|e| load_error(name, e));
         };
-        let cached = dir.join(format!("{sha256}-{}.cwasm", self.compatibility()));
-        if cached.exists() {
-            // Safety: the cache holds only files this node compiled and
-            // wrote itself, named by the wasm's hash and this engine's
-            // compatibility hash.
-            match unsafe { Component::deserialize_file(&self.engine, &cached) } {
+        let compatibility = self.compatibility();
+        match cache.load(sha256, &compatibility) {
+            // Safety: the bytes carry this node's HMAC over the wasm's
+            // sha256, this engine's compatibility hash and the bytes
+            // themselves: this node compiled them with this engine.
+            Ok(native) => match unsafe { Component::deserialize(&self.engine, &native) } {
                 Ok(component) => return Ok(component),
-                Err(e) => tracing::warn!(
-                    plugin = name,
-                    "ignoring unusable cache entry {}: {e}",
-                    cached.display()
-                ),
-            }
+                Err(e) => tracing::warn!(plugin = name, "ignoring an unusable cache entry: {e}"),
+            },
+            Err(Rejected::Absent) => {}
+            Err(reason) => tracing::warn!(
+                plugin = name,
+                "not loading the cached compile of {sha256}: {reason}; compiling again"
+            ),
         }
         let native = self
             .engine
             .precompile_component(bytes)
             .map_err(|e| load_error(name, e))?;
-        if let Err(e) = write_atomically(&cached, &native) {
-            tracing::warn!(
-                plugin = name,
-                "failed to cache compiled plugin at {}: {e}",
-                cached.display()
-            );
+        if let Err(e) = cache.store(sha256, &compatibility, &native) {
+            tracing::warn!(plugin = name, "failed to cache the compiled plugin: {e}");
         }
         // Safety: `native` was produced by this engine just now.
         unsafe { Component::deserialize(&self.engine, &native) }.map_err(|e| load_error(name, e))
@@ -164,25 +177,6 @@ fn start_epoch_ticker(engine: &Engine) {
             }
         })
         .expect("the epoch ticker thread starts");
-}
-
-fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    }
-    Ok(())
-}
-
-/// Writes `bytes` to a temporary name beside `path`, then renames it.
-fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(std::path::Path::new("."));
-    let mut file = tempfile::NamedTempFile::new_in(dir)?;
-    std::io::Write::write_all(&mut file, bytes)?;
-    file.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }
 
 /// A plugin that failed to compile, link or type-check.

@@ -440,3 +440,62 @@ async fn a_corrupted_copy_with_the_right_size_is_caught_on_s3() {
         "a failed pass commits nothing"
     );
 }
+
+/// The compile cache is trusted only when it is private and its entries
+/// carry this node's tag: a planted entry under the right name is
+/// recompiled over, never loaded; a shared or symlinked directory is not
+/// used at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_or_shared_compile_cache_is_never_loaded() {
+    use sleet::plugin::PluginRuntime;
+    let plugins = plugin_dir(&["verify-copier", "throttle-copier"]);
+    let wasm = |name: &str| std::fs::read(plugins.path().join(format!("{name}.wasm"))).unwrap();
+    let (verify, throttle) = (wasm("verify-copier"), wasm("throttle-copier"));
+    let (verify_sha, throttle_sha) = (
+        sleet::plugin::sha256_hex(&verify),
+        sleet::plugin::sha256_hex(&throttle),
+    );
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("cache");
+    let runtime = PluginRuntime::new(Some(dir.clone())).unwrap();
+    assert!(runtime.caches());
+    runtime
+        .compile("verify-copier", &verify, &verify_sha)
+        .unwrap();
+    runtime
+        .compile("throttle-copier", &throttle, &throttle_sha)
+        .unwrap();
+    let entry = |sha: &str| {
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(sha))
+            .unwrap()
+    };
+    // Plant the throttle copier's native code under the verify copier's name.
+    std::fs::copy(entry(&throttle_sha), entry(&verify_sha)).unwrap();
+    let planted = std::fs::read(entry(&verify_sha)).unwrap();
+    let fresh = PluginRuntime::new(Some(dir.clone())).unwrap();
+    fresh
+        .compile("verify-copier", &verify, &verify_sha)
+        .unwrap();
+    assert_ne!(
+        std::fs::read(entry(&verify_sha)).unwrap(),
+        planted,
+        "the planted entry was compiled over, not loaded"
+    );
+    // A group-writable directory, and a symlink to a good one: not used.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let link = parent.path().join("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        assert!(!PluginRuntime::new(Some(link)).unwrap().caches());
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o770)).unwrap();
+        assert!(!PluginRuntime::new(Some(dir.clone())).unwrap().caches());
+        let shared = PluginRuntime::new(Some(dir)).unwrap();
+        shared
+            .compile("verify-copier", &verify, &verify_sha)
+            .unwrap();
+    }
+}
