@@ -14,6 +14,7 @@ use super::bindings::copier_world::exports::sleet::plugin::copier::Info;
 use super::bindings::copier_world::{CopierPlugin as Bindings, CopierPluginPre};
 use super::host::{HostState, Scope};
 use super::runtime::{PluginRuntime, load_error, with_deadline};
+use super::text::{MAX_MESSAGE, bounded};
 use super::{PluginError, PluginInfo};
 use crate::config::PluginLimits;
 use crate::copier::{Copier, CopyBatch, CopyError, CopyProgress, CopyReport, ObjectOutcome};
@@ -55,6 +56,7 @@ impl CopierPlugin {
         limits: &PluginLimits,
     ) -> Result<Info, PluginError> {
         let name = &self.info.name;
+        let _memory = self.runtime.memory_share(limits.memory_bytes).await;
         let mut store = self
             .runtime
             .store(name, limits.memory_bytes, Scope::default());
@@ -68,7 +70,7 @@ impl CopierPlugin {
         match with_deadline(name, limits.call_timeout, call).await? {
             (Err(message), _) => Err(PluginError::Config {
                 name: name.clone(),
-                message,
+                message: bounded(&message, MAX_MESSAGE),
             }),
             (Ok(()), info) => Ok(info),
         }
@@ -104,6 +106,7 @@ impl CopierPlugin {
         limits: &PluginLimits,
     ) -> Result<(Vec<(String, ObjectOutcome)>, u64), PluginError> {
         let name = &self.info.name;
+        let _memory = self.runtime.memory_share(limits.memory_bytes).await;
         let mut store = self
             .runtime
             .store(name, limits.memory_bytes, Scope::new(objects));
@@ -129,7 +132,7 @@ impl CopierPlugin {
             Err(message) => {
                 return Err(PluginError::Config {
                     name: name.clone(),
-                    message,
+                    message: bounded(&message, MAX_MESSAGE),
                 });
             }
             Ok(results) => results,
@@ -175,7 +178,9 @@ impl CopierPlugin {
                     Err(e) if e.kind == "not-found" => ObjectOutcome::Missing,
                     Err(e) => ObjectOutcome::Failed(format!(
                         "plugin {}: {}: {}",
-                        self.info.name, e.kind, e.message
+                        self.info.name,
+                        bounded(&e.kind, 32),
+                        bounded(&e.message, MAX_MESSAGE)
                     )),
                 };
                 (path.clone(), outcome)

@@ -139,6 +139,7 @@ impl HookPlugin {
         what: HookCall<'_>,
     ) -> Result<Option<WitDecision>, PluginError> {
         let name = &self.info.name;
+        let _memory = self.runtime.memory_share(limits.memory_bytes).await;
         let mut store = self
             .runtime
             .store(name, limits.memory_bytes, Scope::default());
@@ -146,7 +147,7 @@ impl HookPlugin {
             let instance = self.pre.instantiate_async(&mut store).await?;
             let hook = instance.sleet_plugin_hook();
             if let Err(message) = hook.call_configure(&mut store, &config.to_vec()).await? {
-                return Ok(Err(message));
+                return Ok(Err(truncate(message)));
             }
             let reply = match what {
                 HookCall::Configure => None,
@@ -175,17 +176,9 @@ enum HookCall<'a> {
     Post(&'a TaskContext, &'a WitOutcome),
 }
 
-/// Reasons end up in heartbeats and status lines: keep them short.
+/// Reasons end up in heartbeats and status lines: one short line.
 fn truncate(reason: String) -> String {
-    const MAX: usize = 512;
-    if reason.len() <= MAX {
-        return reason;
-    }
-    let mut end = MAX;
-    while !reason.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &reason[..end])
+    super::text::bounded(&reason, super::text::MAX_MESSAGE)
 }
 
 /// One hook a task runs, with everything a config change could alter.

@@ -17,11 +17,67 @@ use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::copier_world::sleet::plugin::{blob_store, log, types};
+use super::text::{MAX_LOG_LINE, bounded};
 use crate::copier::builtin::copy_between;
 use crate::store::StoreRoot;
 
 /// Bytes a single `read` may return, whatever the plugin asks for.
 const MAX_READ: usize = 1024 * 1024;
+/// What one open writer may buffer before it uploads a part (object
+/// store's `BufWriter` default): counted against the plugin's memory.
+const WRITER_BUFFER: u64 = 10 * 1024 * 1024;
+/// Readers open at once per call (each holds at most a chunk or so).
+const MAX_OPEN_READERS: usize = 16;
+/// Store requests (`head`, `open-read`, `open-write`, `copy-to`) per
+/// batch object, plus a fixed allowance: generous for any honest copier,
+/// a ceiling for one that floods the bucket.
+const REQUESTS_PER_OBJECT: u64 = 8;
+const REQUESTS_PER_CALL: u64 = 16;
+/// Log lines one call may write; the rest are counted and dropped.
+const MAX_LOG_LINES: u32 = 64;
+/// Tables, their elements, and linear memories per instance: what a
+/// wit-bindgen component needs, and a bound for one that declares more.
+const MAX_TABLES: usize = 8;
+const MAX_TABLE_ELEMENTS: usize = 100_000;
+const MAX_MEMORIES: usize = 2;
+
+/// What one call may make the host do, beyond its linear memory.
+#[derive(Debug)]
+struct CallBudget {
+    max_open_writers: usize,
+    open_writers: usize,
+    open_readers: usize,
+    requests_left: u64,
+    log_lines: u32,
+    logs_dropped: u32,
+}
+
+impl CallBudget {
+    /// Writers share the plugin's memory budget (each may buffer
+    /// [`WRITER_BUFFER`]); requests scale with the batch.
+    fn new(memory_bytes: u64, objects: usize) -> Self {
+        CallBudget {
+            max_open_writers: (memory_bytes / WRITER_BUFFER).max(1) as usize,
+            open_writers: 0,
+            open_readers: 0,
+            requests_left: REQUESTS_PER_CALL + REQUESTS_PER_OBJECT * objects as u64,
+            log_lines: 0,
+            logs_dropped: 0,
+        }
+    }
+
+    /// Spends one store request, or says the budget is gone.
+    fn request(&mut self) -> Result<(), types::StoreError> {
+        if self.requests_left == 0 {
+            return Err(denied(
+                "request budget spent: this call made more store requests than its batch needs"
+                    .into(),
+            ));
+        }
+        self.requests_left -= 1;
+        Ok(())
+    }
+}
 
 /// The objects one call may touch: the batch's names, nothing else.
 #[derive(Debug, Default)]
@@ -30,6 +86,11 @@ pub struct Scope {
 }
 
 impl Scope {
+    /// How many objects the call may touch.
+    fn len(&self) -> usize {
+        self.allowed.len()
+    }
+
     pub fn new(objects: &[String]) -> Self {
         Scope {
             allowed: objects.iter().cloned().collect(),
@@ -93,6 +154,22 @@ pub struct WriterHandle {
     written: u64,
 }
 
+/// A writer dropped unfinished (its call trapped, timed out or was
+/// cancelled, and the store went with it) aborts its upload, so no
+/// multipart upload is left behind at the destination.
+impl Drop for WriterHandle {
+    fn drop(&mut self) {
+        let Some(mut writer) = self.writer.take() else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = writer.abort().await;
+            });
+        }
+    }
+}
+
 /// Everything one instance's store holds.
 pub struct HostState {
     pub plugin: String,
@@ -100,6 +177,7 @@ pub struct HostState {
     wasi: WasiCtx,
     limits: StoreLimits,
     scope: Scope,
+    budget: CallBudget,
     /// Bytes the plugin wrote at the destination (writers and `copy-to`).
     pub bytes_written: Arc<AtomicU64>,
 }
@@ -113,9 +191,13 @@ impl HostState {
             wasi: WasiCtx::builder().build(),
             limits: StoreLimitsBuilder::new()
                 .memory_size(memory_bytes as usize)
+                .memories(MAX_MEMORIES)
+                .tables(MAX_TABLES)
+                .table_elements(MAX_TABLE_ELEMENTS)
                 .instances(4)
                 .trap_on_grow_failure(true)
                 .build(),
+            budget: CallBudget::new(memory_bytes, scope.len()),
             scope,
             bytes_written: Arc::new(AtomicU64::new(0)),
         }
@@ -140,6 +222,18 @@ impl HostState {
     }
 }
 
+impl Drop for HostState {
+    fn drop(&mut self) {
+        if self.budget.logs_dropped > 0 {
+            tracing::warn!(
+                plugin = %self.plugin,
+                "dropped {} log lines of one call (at most {MAX_LOG_LINES} a call)",
+                self.budget.logs_dropped
+            );
+        }
+    }
+}
+
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
@@ -153,8 +247,13 @@ impl types::Host for HostState {}
 
 impl log::Host for HostState {
     async fn log(&mut self, level: types::Level, message: String) -> wasmtime::Result<()> {
-        const MAX_LINE: usize = 4096;
-        let message: String = message.chars().take(MAX_LINE).collect();
+        let budget = &mut self.budget;
+        if budget.log_lines >= MAX_LOG_LINES {
+            budget.logs_dropped += 1;
+            return Ok(());
+        }
+        budget.log_lines += 1;
+        let message = bounded(&message, MAX_LOG_LINE);
         let plugin = &self.plugin;
         match level {
             types::Level::Trace => tracing::trace!(plugin, "{message}"),
@@ -180,7 +279,7 @@ impl blob_store::HostStore for HostState {
         path: String,
     ) -> wasmtime::Result<Result<Option<types::ObjectMeta>, types::StoreError>> {
         let (root, _) = self.root(&handle)?;
-        if let Err(e) = self.scope.check(&path) {
+        if let Err(e) = self.scope.check(&path).and_then(|()| self.budget.request()) {
             return Ok(Err(e));
         }
         Ok(match root.store.head(&root.path(&path)).await {
@@ -200,8 +299,13 @@ impl blob_store::HostStore for HostState {
         offset: u64,
     ) -> wasmtime::Result<Result<Resource<ReaderHandle>, types::StoreError>> {
         let (root, _) = self.root(&handle)?;
-        if let Err(e) = self.scope.check(&path) {
+        if let Err(e) = self.scope.check(&path).and_then(|()| self.budget.request()) {
             return Ok(Err(e));
+        }
+        if self.budget.open_readers >= MAX_OPEN_READERS {
+            return Ok(Err(denied(format!(
+                "{path}: at most {MAX_OPEN_READERS} readers may be open at once"
+            ))));
         }
         let options = GetOptions {
             range: (offset > 0).then_some(GetRange::Offset(offset)),
@@ -215,6 +319,7 @@ impl blob_store::HostStore for HostState {
             stream,
             leftover: Bytes::new(),
         };
+        self.budget.open_readers += 1;
         Ok(Ok(self.table.push(reader)?))
     }
 
@@ -227,9 +332,17 @@ impl blob_store::HostStore for HostState {
         if !writable {
             return Ok(Err(denied(format!("{path}: the source is read-only"))));
         }
-        if let Err(e) = self.scope.check(&path) {
+        if let Err(e) = self.scope.check(&path).and_then(|()| self.budget.request()) {
             return Ok(Err(e));
         }
+        if self.budget.open_writers >= self.budget.max_open_writers {
+            return Ok(Err(denied(format!(
+                "{path}: at most {} writers may be open at once within this plugin's memory \
+                 budget; finish or drop one first",
+                self.budget.max_open_writers
+            ))));
+        }
+        self.budget.open_writers += 1;
         let writer = WriterHandle {
             writer: Some(BufWriter::new(root.store.clone(), root.path(&path))),
             path,
@@ -250,7 +363,12 @@ impl blob_store::HostStore for HostState {
         if !writable {
             return Ok(Err(denied(format!("{dest_path}: the source is read-only"))));
         }
-        if let Err(e) = self.scope.check(&path).and(self.scope.check(&dest_path)) {
+        if let Err(e) = self
+            .scope
+            .check(&path)
+            .and(self.scope.check(&dest_path))
+            .and_then(|()| self.budget.request())
+        {
             return Ok(Err(e));
         }
         Ok(
@@ -294,6 +412,7 @@ impl blob_store::HostReader for HostState {
 
     async fn drop(&mut self, handle: Resource<ReaderHandle>) -> wasmtime::Result<()> {
         self.table.delete(handle)?;
+        self.budget.open_readers = self.budget.open_readers.saturating_sub(1);
         Ok(())
     }
 }
@@ -323,7 +442,9 @@ impl blob_store::HostWriter for HostState {
         let Some(mut inner) = writer.writer.take() else {
             return Ok(Err(store_error("other", "finish called twice")));
         };
+        self.budget.open_writers = self.budget.open_writers.saturating_sub(1);
         if let Err(e) = inner.shutdown().await {
+            let _ = inner.abort().await;
             return Ok(Err(store_error("unavailable", e.to_string())));
         }
         let (path, size) = (writer.path.clone(), writer.written);
@@ -335,6 +456,7 @@ impl blob_store::HostWriter for HostState {
     async fn drop(&mut self, handle: Resource<WriterHandle>) -> wasmtime::Result<()> {
         let mut writer = self.table.delete(handle)?;
         if let Some(mut inner) = writer.writer.take() {
+            self.budget.open_writers = self.budget.open_writers.saturating_sub(1);
             let _ = inner.abort().await;
         }
         Ok(())

@@ -14,6 +14,7 @@ pub mod copier;
 pub mod hook;
 mod host;
 pub mod runtime;
+pub mod text;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -18,10 +18,16 @@ use super::host::{HostState, Scope};
 /// async runtime at each tick.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// The engine and the compile cache.
+/// Plugin linear memory all concurrent calls on a node may hold at once,
+/// in MiB: calls wait for their share rather than exceed it, so
+/// `memory_mib` times `copy_parallelism` times targets cannot outgrow it.
+pub const NODE_PLUGIN_MEMORY_MIB: u32 = 2048;
+
+/// The engine, the compile cache, and the node's plugin memory.
 pub struct PluginRuntime {
     engine: Engine,
     cache: Option<CompileCache>,
+    memory: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for PluginRuntime {
@@ -58,7 +64,25 @@ impl PluginRuntime {
                 None
             }
         });
-        Ok(Arc::new(PluginRuntime { engine, cache }))
+        let memory = Arc::new(tokio::sync::Semaphore::new(NODE_PLUGIN_MEMORY_MIB as usize));
+        Ok(Arc::new(PluginRuntime {
+            engine,
+            cache,
+            memory,
+        }))
+    }
+
+    /// Waits until a call with a `memory_bytes` cap fits in the node's
+    /// plugin memory, and holds its share until the permit is dropped.
+    pub async fn memory_share(&self, memory_bytes: u64) -> tokio::sync::OwnedSemaphorePermit {
+        let mib = memory_bytes
+            .div_ceil(1024 * 1024)
+            .clamp(1, u64::from(NODE_PLUGIN_MEMORY_MIB)) as u32;
+        self.memory
+            .clone()
+            .acquire_many_owned(mib)
+            .await
+            .expect("the semaphore is never closed")
     }
 
     /// Whether compiled plugins are cached on disk.

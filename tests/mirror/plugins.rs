@@ -499,3 +499,29 @@ async fn a_planted_or_shared_compile_cache_is_never_loaded() {
             .unwrap();
     }
 }
+
+/// A plugin that tries to make the host hold too much or do too much is
+/// refused at the host's budget: open writers (each may buffer 10 MiB)
+/// within its memory, store requests in proportion to its batch, and its
+/// strings cut before they reach errors and logs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_cannot_make_the_host_hold_or_do_without_bound() {
+    let (err, source, _) = hostile_error("writers").await;
+    assert!(
+        err.contains("at most 3 writers may be open at once"),
+        "32 MiB of memory holds 3 writers' buffers: {err}"
+    );
+    source.stop().await;
+    let (err, source, _) = hostile_error("flood").await;
+    assert!(err.contains("request budget spent"), "{err}");
+    source.stop().await;
+    let (err, source, _) = hostile_error("huge-error").await;
+    assert!(err.len() < 2048, "the message is cut: {} bytes", err.len());
+    assert!(err.contains("EEE..."), "{}", &err[..err.len().min(300)]);
+    source.stop().await;
+    let started = std::time::Instant::now();
+    let (err, source, _) = hostile_error("logs").await;
+    assert!(err.contains("logged"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    source.stop().await;
+}

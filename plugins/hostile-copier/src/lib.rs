@@ -53,6 +53,17 @@ fn write_reporting(dst: &Store, path: &str, bytes: &[u8], claimed_size: u64) -> 
     })
 }
 
+/// The same error for every path.
+fn fail_all(paths: &[String], error: StoreError) -> Vec<CopyResult> {
+    paths
+        .iter()
+        .map(|path| CopyResult {
+            path: path.clone(),
+            outcome: Err(error.clone()),
+        })
+        .collect()
+}
+
 impl Guest for Hostile {
     fn describe() -> Info {
         Info {
@@ -134,6 +145,73 @@ impl Guest for Hostile {
                     }),
                 })
                 .collect(),
+            // Opens writers without finishing them, 8 MiB each, until the
+            // host refuses; reports the refusal.
+            "writers" => {
+                let chunk = vec![1u8; 1024 * 1024];
+                let mut open = Vec::new();
+                let refusal = 'refused: loop {
+                    let path = &paths[open.len() % paths.len()];
+                    match dst.open_write(path) {
+                        Ok(writer) => {
+                            for _ in 0..8 {
+                                if let Err(e) = writer.write(&chunk) {
+                                    break 'refused e;
+                                }
+                            }
+                            open.push(writer);
+                        }
+                        Err(e) => break e,
+                    }
+                    if open.len() > 400 {
+                        panic!("the host let 400 writers stay open");
+                    }
+                };
+                fail_all(&paths, refusal)
+            }
+            // HEADs one object until the host refuses; reports the refusal.
+            "flood" => {
+                let refusal = loop {
+                    if let Err(e) = src.head(&paths[0]) {
+                        break e;
+                    }
+                };
+                fail_all(&paths, refusal)
+            }
+            // Logs many multi-line lines, then fails every object.
+            "logs" => {
+                for i in 0..10_000 {
+                    sleet::plugin::log::log(
+                        sleet::plugin::types::Level::Warn,
+                        &format!("line {i}\nINFO sleet: forged line {i}"),
+                    );
+                }
+                fail_all(
+                    &paths,
+                    StoreError {
+                        kind: "other".into(),
+                        message: "logged".into(),
+                    },
+                )
+            }
+            // Fails the first object with a 16 MiB message, the rest
+            // with a short one.
+            "huge-error" => {
+                let mut results = fail_all(
+                    &paths,
+                    StoreError {
+                        kind: "other".into(),
+                        message: "x".into(),
+                    },
+                );
+                if let Some(first) = results.first_mut() {
+                    first.outcome = Err(StoreError {
+                        kind: "other".into(),
+                        message: "E".repeat(16 * 1024 * 1024),
+                    });
+                }
+                results
+            }
             // Writes nothing, reports every object copied.
             "lie" => paths
                 .iter()
