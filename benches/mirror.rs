@@ -51,7 +51,13 @@ fn plugin_copiers() -> Vec<(String, Arc<dyn Copier>)> {
     let limits = sleet::config::FleetConfig::default().plugin_limits("", false);
     let make = |name: &str, config: Vec<(String, String)>| -> Arc<dyn Copier> {
         let plugin = set.copier(name, "bench").expect("a loaded copier");
-        Arc::new(plugin.copier(config, limits.clone(), PARALLELISM, 0))
+        Arc::new(sleet::copier::wasm::WasmCopier::new(
+            plugin.clone(),
+            config,
+            limits.clone(),
+            PARALLELISM,
+            0,
+        ))
     };
     vec![
         (

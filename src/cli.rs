@@ -353,7 +353,7 @@ async fn run_plugin(command: PluginCommand) -> Result<(), Error> {
             None => None,
         };
     let report =
-        crate::plugin::check::check(&dirs, PluginRuntime::default_cache_dir(), fleet.as_ref())
+        crate::plugin_check::check(&dirs, PluginRuntime::default_cache_dir(), fleet.as_ref())
             .await
             .map_err(Error::Plugins)?;
     emit(format, &report, render_plugins);
@@ -364,7 +364,7 @@ async fn run_plugin(command: PluginCommand) -> Result<(), Error> {
     Ok(())
 }
 
-fn render_plugins(r: &crate::plugin::check::PluginCheckResponse) -> String {
+fn render_plugins(r: &crate::plugin_check::PluginCheckResponse) -> String {
     let rows = r.plugins.iter().map(|p| {
         vec![
             p.name.clone(),

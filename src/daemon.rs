@@ -496,13 +496,10 @@ impl Node {
             .plugin_cache
             .clone()
             .or_else(crate::plugin::PluginRuntime::default_cache_dir);
-        let plugins = crate::plugin::load_dirs(
-            &options.plugin_dirs,
-            cache,
-            crate::plugin::pins(&view.fleet),
-        )
-        .await
-        .map_err(Error::Plugins)?;
+        let plugins =
+            crate::plugin::load_dirs(&options.plugin_dirs, cache, view.fleet.plugin_pins())
+                .await
+                .map_err(Error::Plugins)?;
         let mut copiers = options.copiers;
         copiers.plugins = plugins.clone();
         copiers.node_id = options.node_id.clone();
@@ -557,7 +554,11 @@ impl Node {
         let (counts, failing) = self.board.summary(&self.offered);
         let mut body = HeartbeatBody::new(&self.id, counts);
         body.failing = failing;
-        body.plugins = self.plugins.as_ref().map(|p| p.infos()).unwrap_or_default();
+        body.plugins = self
+            .plugins
+            .as_ref()
+            .map(|p| p.infos().iter().map(loaded_plugin).collect())
+            .unwrap_or_default();
         body.skipped = self.board.skipped();
         (body.outside_compactor_count, body.outside_compactors) = self.board.outside_compactors();
         let bytes = serde_json::to_vec(&body).expect("heartbeat bodies serialize");
@@ -676,6 +677,18 @@ impl Node {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
             Err(e) => warn!("failed to delete heartbeat {}: {e}", self.heartbeat_path),
         }
+    }
+}
+
+/// A loaded plugin as the heartbeat records it.
+fn loaded_plugin(info: &crate::plugin::PluginInfo) -> heartbeat::LoadedPlugin {
+    heartbeat::LoadedPlugin {
+        name: info.name.clone(),
+        sha256: info.sha256.clone(),
+        kind: match info.kind {
+            crate::plugin::PluginKind::Copier => heartbeat::LoadedPluginKind::Copier,
+            crate::plugin::PluginKind::Hook => heartbeat::LoadedPluginKind::Hook,
+        },
     }
 }
 

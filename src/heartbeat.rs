@@ -15,24 +15,14 @@ use crate::service::Service;
 pub const BODY_VERSION: u32 = 1;
 
 /// The longest node id, in characters.
-pub const MAX_NODE_ID: usize = 128;
+pub const MAX_NODE_ID: usize = crate::ident::MAX_IDENTIFIER;
 
 const NAME_SUFFIX: &str = ".json";
 
 /// The rule node ids (and mirror target names) follow, as shown in errors.
 pub const NODE_ID_RULE: &str = "node ids are 1-128 chars of [A-Za-z0-9_-]";
 
-/// Whether `id` is 1-128 characters of `[A-Za-z0-9_-]`.
-///
-/// The charset keeps ids safe inside object names and free of the `.` that
-/// separates the id from the service letters.
-pub fn is_valid_identifier(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= MAX_NODE_ID
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
+pub use crate::ident::is_valid_identifier;
 
 /// Checks a node id; the error is the rule, ready for clap or a message.
 pub fn validate_node_id(id: &str) -> Result<String, String> {
@@ -93,7 +83,7 @@ pub struct HeartbeatBody {
     /// Plugins the node loaded (name, sha256, kind), so `status` can tell
     /// which nodes lack a plugin the config names. Added after 0.1.0.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub plugins: Vec<crate::plugin::PluginInfo>,
+    pub plugins: Vec<LoadedPlugin>,
     /// Runs a hook deferred, with the reason (a bounded sample).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<TaskFailure>,
@@ -125,6 +115,27 @@ pub struct OutsideCompactor {
     /// `active` (it wrote `.compactions` recently) or `presumed` (quiet,
     /// not proven gone).
     pub evidence: String,
+}
+
+// The heartbeat's own record of a plugin, so this frozen format depends
+// on nothing; it keeps the schema name it had when it was plugin::PluginInfo.
+/// A plugin the node loaded: name, sha256 and kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "PluginInfo")]
+pub struct LoadedPlugin {
+    pub name: String,
+    /// Hex sha256 of the `.wasm` file.
+    pub sha256: String,
+    pub kind: LoadedPluginKind,
+}
+
+/// What a loaded plugin is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(rename = "PluginKind")]
+pub enum LoadedPluginKind {
+    Copier,
+    Hook,
 }
 
 /// A task that failed and waits to retry.

@@ -23,7 +23,7 @@ pub enum CliResponse {
     MirrorSync(MirrorSyncResponse),
     MirrorRestore(MirrorRestoreResponse),
     MirrorVerify(VerifyReport),
-    PluginCheck(crate::plugin::check::PluginCheckResponse),
+    PluginCheck(crate::plugin_check::PluginCheckResponse),
 }
 
 /// A schema file: its name under `schema/` and its pretty JSON text.

@@ -6,7 +6,7 @@ use std::fmt;
 
 use super::files::*;
 use crate::duration::HumanDuration;
-use crate::heartbeat::is_valid_identifier;
+use crate::ident::is_valid_identifier;
 use crate::registry::canonicalize_url;
 use crate::service::first_duplicate;
 

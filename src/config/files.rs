@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::duration::HumanDuration;
-use crate::heartbeat::is_valid_identifier;
+use crate::ident::is_valid_identifier;
 use crate::placement::PlacementHash;
 use crate::service::Service;
 

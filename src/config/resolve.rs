@@ -55,13 +55,7 @@ impl HookSettings {
     }
 }
 
-/// What a node enforces on each call into one plugin.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PluginLimits {
-    pub sha256: Option<String>,
-    pub memory_bytes: u64,
-    pub call_timeout: Duration,
-}
+pub use crate::plugin::PluginLimits;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct GcSettings {
@@ -490,5 +484,15 @@ impl FleetConfig {
     /// The settings of a database whose registry file holds `file`.
     pub fn resolve_database(&self, file: &DatabaseConfig) -> DatabaseSettings {
         self.database.overlaid(file).resolve()
+    }
+}
+
+impl FleetConfig {
+    /// The sha256 pins of `[plugins.<name>]`, by plugin name.
+    pub fn plugin_pins(&self) -> BTreeMap<String, String> {
+        self.plugins
+            .iter()
+            .filter_map(|(name, grants)| Some((name.clone(), grants.sha256.clone()?)))
+            .collect()
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod builtin;
 pub mod rclone;
+pub mod wasm;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -174,7 +175,8 @@ pub async fn for_target(
             let plugin = plugins.copier(name, &options.node_id)?;
             check_pin(plugin.info(), limits.sha256.as_deref())?;
             let info = plugin.check(&settings.copier_config, limits).await?;
-            Arc::new(plugin.copier(
+            Arc::new(wasm::WasmCopier::new(
+                plugin.clone(),
                 settings.copier_config.clone(),
                 limits.clone(),
                 parallelism,

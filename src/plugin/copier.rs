@@ -1,28 +1,37 @@
-//! Copier plugins behind sleet's [`Copier`] trait: each batch runs in a
-//! fresh instance, with handles scoped to the batch's objects.
+//! Copier plugins: each batch runs in a fresh instance, with handles
+//! scoped to the batch's objects, and returns what the plugin reported.
+//! `copier::wasm` puts them behind sleet's `Copier` trait.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use async_trait::async_trait;
-use futures::StreamExt;
-use tokio_util::sync::CancellationToken;
 use wasmtime::component::{Component, HasSelf, Resource};
 
+use super::PluginLimits;
 use super::bindings::copier_world::exports::sleet::plugin::copier::Info;
 use super::bindings::copier_world::{CopierPlugin as Bindings, CopierPluginPre};
 use super::host::{HostState, Scope};
 use super::runtime::{PluginRuntime, load_error, with_deadline};
 use super::text::{MAX_MESSAGE, bounded};
 use super::{PluginError, PluginInfo};
-use crate::config::PluginLimits;
-use crate::copier::{Copier, CopyBatch, CopyError, CopyProgress, CopyReport, ObjectOutcome};
+use crate::store::StoreRoot;
 
 /// Paths per call when the plugin states no preference.
 const DEFAULT_BATCH: usize = 256;
 /// Paths per call at most, whatever the plugin asks for.
 const MAX_BATCH: usize = 4096;
+
+/// What a plugin reported for one object of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reported {
+    /// It says it wrote `size` bytes at the destination.
+    Copied { size: u64 },
+    /// It says the source has no such object.
+    NotFound,
+    /// It failed the object, with its (bounded) message.
+    Failed(String),
+}
 
 /// A compiled copier plugin.
 pub struct CopierPlugin {
@@ -76,43 +85,34 @@ impl CopierPlugin {
         }
     }
 
-    /// A [`Copier`] running this plugin with `config` under `limits`.
-    pub fn copier(
-        self: &Arc<Self>,
-        config: Vec<(String, String)>,
-        limits: PluginLimits,
-        parallelism: u32,
-        max_batch: u32,
-    ) -> WasmCopier {
-        let batch_size = match max_batch as usize {
+    /// Paths per call: what the plugin asked for (`max-batch`), within
+    /// the host's bounds.
+    pub fn batch_size(max_batch: u32) -> usize {
+        match max_batch as usize {
             0 => DEFAULT_BATCH,
             n => n.min(MAX_BATCH),
-        };
-        WasmCopier {
-            plugin: self.clone(),
-            config,
-            limits,
-            parallelism: parallelism.max(1) as usize,
-            batch_size,
         }
     }
 
-    /// Runs one batch in a fresh instance.
-    async fn run_batch(
+    /// Runs one batch in a fresh instance: one result per object, in
+    /// batch order (what the plugin *says*: the caller checks copies), and
+    /// the bytes the plugin wrote through the host.
+    pub async fn run_batch(
         &self,
-        batch: CopyBatch<'_>,
+        source: &StoreRoot,
+        destination: &StoreRoot,
         objects: &[String],
         config: &[(String, String)],
         limits: &PluginLimits,
-    ) -> Result<(Vec<(String, ObjectOutcome)>, u64), PluginError> {
+    ) -> Result<(Vec<(String, Reported)>, u64), PluginError> {
         let name = &self.info.name;
         let _memory = self.runtime.memory_share(limits.memory_bytes).await;
         let mut store = self
             .runtime
             .store(name, limits.memory_bytes, Scope::new(objects));
         let bytes_written = store.data().bytes_written.clone();
-        let src = store.data_mut().push_store(batch.source.clone(), false);
-        let dst = store.data_mut().push_store(batch.destination.clone(), true);
+        let src = store.data_mut().push_store(source.clone(), false);
+        let dst = store.data_mut().push_store(destination.clone(), true);
         let (src, dst) = match (src, dst) {
             (Ok(src), Ok(dst)) => (src, dst),
             (Err(e), _) | (_, Err(e)) => return Err(super::runtime::call_error(name, e)),
@@ -146,7 +146,7 @@ impl CopierPlugin {
         &self,
         objects: &[String],
         results: Vec<super::bindings::copier_world::exports::sleet::plugin::copier::CopyResult>,
-    ) -> Result<Vec<(String, ObjectOutcome)>, PluginError> {
+    ) -> Result<Vec<(String, Reported)>, PluginError> {
         let protocol = |message: String| PluginError::Protocol {
             name: self.info.name.clone(),
             message,
@@ -172,11 +172,9 @@ impl CopierPlugin {
             .iter()
             .map(|path| {
                 let outcome = match by_path.remove(path).expect("checked above") {
-                    Ok(meta) => ObjectOutcome::Copied {
-                        bytes: Some(meta.size),
-                    },
-                    Err(e) if e.kind == "not-found" => ObjectOutcome::Missing,
-                    Err(e) => ObjectOutcome::Failed(format!(
+                    Ok(meta) => Reported::Copied { size: meta.size },
+                    Err(e) if e.kind == "not-found" => Reported::NotFound,
+                    Err(e) => Reported::Failed(format!(
                         "plugin {}: {}: {}",
                         self.info.name,
                         bounded(&e.kind, 32),
@@ -186,72 +184,5 @@ impl CopierPlugin {
                 (path.clone(), outcome)
             })
             .collect())
-    }
-}
-
-/// A copier plugin with its target's config and the operator's limits.
-pub struct WasmCopier {
-    plugin: Arc<CopierPlugin>,
-    config: Vec<(String, String)>,
-    limits: PluginLimits,
-    parallelism: usize,
-    batch_size: usize,
-}
-
-impl std::fmt::Debug for WasmCopier {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WasmCopier")
-            .field("plugin", &self.plugin.info.name)
-            .finish()
-    }
-}
-
-#[async_trait]
-impl Copier for WasmCopier {
-    fn name(&self) -> String {
-        format!("plugin:{}", self.plugin.info.name)
-    }
-
-    async fn copy(
-        &self,
-        batch: CopyBatch<'_>,
-        progress: &CopyProgress,
-        cancel: &CancellationToken,
-    ) -> Result<CopyReport, CopyError> {
-        let chunks: Vec<Vec<String>> = batch
-            .objects
-            .chunks(self.batch_size)
-            .map(<[String]>::to_vec)
-            .collect();
-        let runs = futures::stream::iter(chunks)
-            .map(|objects: Vec<String>| async move {
-                let ran = self
-                    .plugin
-                    .run_batch(batch, &objects, &self.config, &self.limits)
-                    .await;
-                if let Ok((outcomes, bytes)) = &ran {
-                    let copied = outcomes
-                        .iter()
-                        .filter(|(_, o)| matches!(o, ObjectOutcome::Copied { .. }))
-                        .count();
-                    progress.record(copied as u64, *bytes);
-                }
-                ran
-            })
-            .buffered(self.parallelism)
-            .collect::<Vec<_>>();
-        let runs = tokio::select! {
-            runs = runs => runs,
-            () = cancel.cancelled() => return Err(CopyError::Cancelled),
-        };
-        let mut outcomes = Vec::with_capacity(batch.objects.len());
-        for run in runs {
-            let (batch_outcomes, _) = run.map_err(|e| CopyError::Failed {
-                copier: self.name(),
-                message: e.to_string(),
-            })?;
-            outcomes.extend(batch_outcomes);
-        }
-        Ok(CopyReport { outcomes })
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use wasmtime::component::{Component, HasSelf};
 
+use super::PluginLimits;
 use super::bindings::hook_world::exports::sleet::plugin::hook::{
     Decision as WitDecision, Outcome as WitOutcome, TaskContext,
 };
@@ -13,7 +14,6 @@ use super::bindings::hook_world::{HookPlugin as Bindings, HookPluginPre};
 use super::host::{HostState, Scope};
 use super::runtime::{PluginRuntime, load_error, with_deadline};
 use super::{PluginError, PluginInfo};
-use crate::config::PluginLimits;
 
 /// What a run is, for a hook.
 #[derive(Debug, Clone, PartialEq, Eq)]

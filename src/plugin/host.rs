@@ -18,7 +18,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::copier_world::sleet::plugin::{blob_store, log, types};
 use super::text::{MAX_LOG_LINE, bounded};
-use crate::copier::builtin::copy_between;
+use crate::object_copy::copy_between;
 use crate::store::StoreRoot;
 
 /// Bytes a single `read` may return, whatever the plugin asks for.

@@ -9,7 +9,6 @@
 
 mod bindings;
 pub mod cache;
-pub mod check;
 pub mod copier;
 pub mod hook;
 mod host;
@@ -25,7 +24,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::heartbeat::is_valid_identifier;
+use crate::ident::is_valid_identifier;
 pub use runtime::PluginRuntime;
 
 /// The WIT package version this host implements.
@@ -48,6 +47,15 @@ impl std::fmt::Display for PluginKind {
             PluginKind::Hook => "hook",
         })
     }
+}
+
+/// What a node enforces on each call into one plugin: plain values the
+/// config layer resolves, so the sandbox knows nothing of config files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginLimits {
+    pub sha256: Option<String>,
+    pub memory_bytes: u64,
+    pub call_timeout: std::time::Duration,
 }
 
 /// A loaded plugin as the fleet sees it (heartbeats, `sleet plugin list`).
@@ -247,6 +255,11 @@ impl PluginSet {
     }
 
     /// Every loaded plugin, by name.
+    /// Every loaded plugin, by name.
+    pub fn loaded(&self) -> &BTreeMap<String, Arc<Loaded>> {
+        &self.plugins
+    }
+
     pub fn infos(&self) -> Vec<PluginInfo> {
         self.plugins.values().map(|p| p.info().clone()).collect()
     }
@@ -319,15 +332,6 @@ pub async fn load_dirs(
     })
     .await
     .map_err(|e| format!("plugin loading panicked: {e}"))?
-}
-
-/// The sha256 pins in a fleet config, by plugin name.
-pub fn pins(fleet: &crate::config::FleetConfig) -> BTreeMap<String, String> {
-    fleet
-        .plugins
-        .iter()
-        .filter_map(|(name, grants)| Some((name.clone(), grants.sha256.clone()?)))
-        .collect()
 }
 
 /// Reads, pins, compiles (through the cache) and type-checks one plugin.

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Loaded, PluginKind, PluginRuntime, PluginSet, check_pin};
 use crate::config::{CopierKind, FleetConfig, PluginLimits};
+use crate::plugin::{Loaded, PluginKind, PluginRuntime, PluginSet, check_pin};
 
 /// One plugin file, as `list` and `check` report it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -89,7 +89,7 @@ pub async fn check(
     cache: Option<PathBuf>,
     fleet: Option<&FleetConfig>,
 ) -> Result<PluginCheckResponse, String> {
-    let pins = fleet.map(super::pins).unwrap_or_default();
+    let pins = fleet.map(FleetConfig::plugin_pins).unwrap_or_default();
     let dirs = dirs.to_vec();
     let set = tokio::task::spawn_blocking(move || {
         let runtime = PluginRuntime::new(cache)?;
@@ -112,7 +112,7 @@ pub async fn check(
             problems: vec![failure.to_string()],
         });
     }
-    for (name, loaded) in &set.plugins {
+    for (name, loaded) in set.loaded() {
         let mine: Vec<&Usage> = usages.iter().filter(|u| &u.plugin == name).collect();
         response.plugins.push(report(name, loaded, &mine).await);
     }
@@ -128,8 +128,8 @@ pub async fn check(
     Ok(response)
 }
 
-fn failure_name(failure: &super::PluginError) -> String {
-    use super::PluginError::*;
+fn failure_name(failure: &crate::plugin::PluginError) -> String {
+    use crate::plugin::PluginError::*;
     match failure {
         Read { name, .. }
         | NotWasm { name, .. }
@@ -163,7 +163,7 @@ async fn report(name: &str, loaded: &Loaded, usages: &[&Usage]) -> PluginReport 
         let limits = FleetConfig::default().plugin_limits(name, false);
         match copier.check(&[], &limits).await {
             Ok(info) => report.describes_as = Some(format!("{} {}", info.name, info.version)),
-            Err(super::PluginError::Config { .. }) => {}
+            Err(crate::plugin::PluginError::Config { .. }) => {}
             Err(e) => report.problems.push(e.to_string()),
         }
     }
@@ -178,7 +178,7 @@ async fn report(name: &str, loaded: &Loaded, usages: &[&Usage]) -> PluginReport 
                 .await
                 .map(|info| report.describes_as = Some(format!("{} {}", info.name, info.version))),
             (Loaded::Hook(hook), true) => hook.check(&usage.config, &usage.limits).await,
-            (_, hook) => Err(super::PluginError::WrongKind {
+            (_, hook) => Err(crate::plugin::PluginError::WrongKind {
                 name: name.to_string(),
                 expected: if hook {
                     PluginKind::Hook

@@ -1,0 +1,102 @@
+//! Copying one object between roots the cheapest way: server-side within
+//! one store, else streamed (one PUT when small, a multipart upload when
+//! large). The builtin copier and plugins' `copy-to` both run through here.
+//! A multipart upload that does not finish (an error, or the caller
+//! dropping the copy: a cancelled pass, a plugin call past its deadline) is
+//! aborted, so none is left behind at the destination.
+
+use futures::TryStreamExt;
+use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
+
+use crate::store::StoreRoot;
+
+/// Objects at most this large are read whole and written with one PUT;
+/// larger ones stream through a multipart upload.
+pub const MULTIPART_THRESHOLD: u64 = 8 * 1024 * 1024;
+/// Multipart parts in flight per object.
+const PARTS_IN_FLIGHT: usize = 8;
+
+/// Copies `from` under `source` to `to` under `destination` the cheapest
+/// way (server-side within one store, streaming otherwise); returns the
+/// bytes copied. Plugins' `copy-to` runs through here.
+pub async fn copy_between(
+    source: &StoreRoot,
+    from: &str,
+    destination: &StoreRoot,
+    to: &str,
+) -> object_store::Result<u64> {
+    let (from, to) = (source.path(from), destination.path(to));
+    if source.shares_store_with(destination) {
+        server_side_copy(source.store.as_ref(), &from, &to).await
+    } else {
+        stream_copy(
+            source.store.as_ref(),
+            destination.store.as_ref(),
+            &from,
+            &to,
+        )
+        .await
+    }
+}
+
+async fn server_side_copy(
+    store: &dyn ObjectStore,
+    from: &object_store::path::Path,
+    to: &object_store::path::Path,
+) -> object_store::Result<u64> {
+    let size = store.head(from).await?.size;
+    store.copy(from, to).await?;
+    Ok(size)
+}
+
+async fn stream_copy(
+    source: &dyn ObjectStore,
+    destination: &dyn ObjectStore,
+    from: &object_store::path::Path,
+    to: &object_store::path::Path,
+) -> object_store::Result<u64> {
+    let object = source.get(from).await?;
+    let size = object.meta.size;
+    if size <= MULTIPART_THRESHOLD {
+        let bytes = object.bytes().await?;
+        destination.put(to, bytes.into()).await?;
+        return Ok(size);
+    }
+    let mut upload = AbortOnDrop(Some(WriteMultipart::new(
+        destination.put_multipart(to).await?,
+    )));
+    let mut chunks = object.into_stream();
+    let streamed = async {
+        let writer = upload.0.as_mut().expect("taken only below");
+        while let Some(chunk) = chunks.try_next().await? {
+            writer.wait_for_capacity(PARTS_IN_FLIGHT).await?;
+            writer.put(chunk);
+        }
+        Ok::<_, object_store::Error>(())
+    }
+    .await;
+    let writer = upload.0.take().expect("still held");
+    match streamed {
+        Ok(()) => writer.finish().await.map(|_| size),
+        Err(e) => {
+            let _ = writer.abort().await;
+            Err(e)
+        }
+    }
+}
+
+/// Aborts a multipart upload that is dropped before it finished.
+struct AbortOnDrop(Option<WriteMultipart>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        let Some(upload) = self.0.take() else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = upload.abort().await;
+            });
+        }
+    }
+}
