@@ -185,6 +185,7 @@ async fn pass(
         copier,
         checkpoint_lifetime: Duration::from_secs(900),
         progress: CopyProgress::new(),
+        deep_check: sleet::mirror::pass::DeepCheck::every(Duration::from_secs(3600)),
     };
     let start = Instant::now();
     let outcome = pair

@@ -159,6 +159,10 @@ pub enum MirrorCommand {
         /// manifest
         #[arg(long, value_parser = parse_restore_point)]
         at: Option<RestorePoint>,
+        /// Restore even when the restore point's objects are missing or shorter than its manifests
+        /// record (by default such a restore point is refused)
+        #[arg(long)]
+        force: bool,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
@@ -307,12 +311,13 @@ async fn run_mirror(command: MirrorCommand) -> Result<(), Error> {
             backup,
             dest,
             at,
+            force,
             format,
         } => {
             let progress = CopyProgress::new();
             let meter = ProgressMeter::start(format, progress.clone());
             let at = at.unwrap_or(RestorePoint::Latest);
-            let restored = ops::restore_urls(&backup, &dest, at, progress, &cancel).await;
+            let restored = ops::restore_urls(&backup, &dest, at, force, progress, &cancel).await;
             meter.finish();
             emit(format, &restored?, render_restore);
         }

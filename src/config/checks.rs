@@ -270,6 +270,7 @@ impl<'a> Checker<'a> {
         self.positive(&field("interval"), t.interval);
         self.positive(&field("min_age"), t.min_age);
         self.positive(&field("checkpoint_lifetime"), t.checkpoint_lifetime);
+        self.positive(&field("deep_check"), t.deep_check);
         self.at_least_one(&field("copy_parallelism"), t.copy_parallelism);
         self.positive(&field("retention.keep"), t.retention.keep);
     }

@@ -307,6 +307,12 @@ pub struct MirrorTargetOverrides {
     /// Lifetime of the source checkpoint that pins a pass. Default `15m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_lifetime: Option<HumanDuration>,
+    /// How often a pass also re-checks what earlier passes committed
+    /// (every referenced object present at the destination with the
+    /// source's size) and re-copies what was lost or damaged behind
+    /// sleet's back. Default `1h`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deep_check: Option<HumanDuration>,
     /// Objects copied at once by the builtin copier. Default `8`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub copy_parallelism: Option<u32>,

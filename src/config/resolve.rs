@@ -131,6 +131,7 @@ pub struct MirrorTargetSettings {
     pub interval: Duration,
     pub min_age: Duration,
     pub checkpoint_lifetime: Duration,
+    pub deep_check: Duration,
     pub copy_parallelism: u32,
     pub retention_keep: Option<Duration>,
     /// `copier_config`, flattened for a plugin's `configure`.
@@ -177,6 +178,7 @@ pub mod defaults {
     pub const MIRROR_POLL: Duration = Duration::from_secs(10);
     pub const MIRROR_INTERVAL: Duration = Duration::from_secs(24 * 3600);
     pub const MIRROR_MIN_AGE: Duration = Duration::from_secs(300);
+    pub const MIRROR_DEEP_CHECK: Duration = Duration::from_secs(3600);
     pub const CHECKPOINT_LIFETIME: Duration = Duration::from_secs(15 * 60);
     pub const COPY_PARALLELISM: u32 = 8;
     pub const PLUGIN_MEMORY_MIB: u32 = 64;
@@ -359,7 +361,7 @@ impl MirrorTargetOverrides {
         }
         overlay_fields!(self, upper;
             disabled, mode, copier, poll, interval, min_age, checkpoint_lifetime,
-            copy_parallelism);
+            deep_check, copy_parallelism);
         overlay_fields!(self.retention, upper.retention; keep);
         self.copier_config.extend(
             upper
@@ -383,6 +385,7 @@ impl MirrorTargetOverrides {
                 self.checkpoint_lifetime,
                 defaults::CHECKPOINT_LIFETIME,
             ),
+            deep_check: duration_or(self.deep_check, defaults::MIRROR_DEEP_CHECK),
             copy_parallelism: self.copy_parallelism.unwrap_or(defaults::COPY_PARALLELISM),
             retention_keep: self.retention.keep.map(|d| d.0),
             copier_config: flatten_config(&self.copier_config),

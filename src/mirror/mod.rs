@@ -65,6 +65,15 @@ pub enum MirrorError {
     Plugin(#[from] crate::plugin::PluginError),
     #[error("destination {url} is not empty; restore never deletes, pick a fresh root")]
     DestinationNotEmpty { url: String },
+    #[error(
+        "restore point {manifest_id} is broken: {problems} objects are missing or short, first \
+         {first}; run `sleet mirror verify` on the backup, or pass --force to restore what is there"
+    )]
+    BrokenRestorePoint {
+        manifest_id: u64,
+        problems: usize,
+        first: String,
+    },
     #[error("no restore point {at}: {reason}")]
     NoRestorePoint { at: String, reason: String },
     #[error(

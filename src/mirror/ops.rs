@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::MirrorError;
-use super::pass::MirrorPair;
+use super::pass::{DeepCheck, MirrorPair};
 use super::restore::{RestorePoint, restore};
 use super::target::{AppliedTarget, applied_targets};
 use super::verify::{VerifyReport, verify};
@@ -42,6 +42,8 @@ pub async fn mirror_pair(
         copier: for_target(settings, &target_limits(&view.fleet, settings), copiers).await?,
         checkpoint_lifetime: settings.checkpoint_lifetime,
         progress,
+        // An operator's one-shot pass always re-checks what is committed.
+        deep_check: DeepCheck::always(),
     })
 }
 
@@ -112,12 +114,13 @@ pub async fn restore_urls(
     backup: &str,
     destination: &str,
     at: RestorePoint,
+    force: bool,
     progress: Arc<CopyProgress>,
     cancel: &CancellationToken,
 ) -> Result<MirrorRestoreResponse, Error> {
     let source = DatabaseHandle::open(backup).map_err(MirrorError::from)?;
     let target = DatabaseHandle::open(destination).map_err(MirrorError::from)?;
-    let outcome = restore(&source, &target, at, progress, cancel).await?;
+    let outcome = restore(&source, &target, at, force, progress, cancel).await?;
     Ok(MirrorRestoreResponse {
         backup: backup.to_string(),
         destination: destination.to_string(),

@@ -28,6 +28,7 @@ use super::layout::{
     unsupported_source,
 };
 use super::proof::{Checked, check_copies};
+use super::verify::data_sizes;
 use crate::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
 use crate::services::DatabaseHandle;
 use crate::store::StoreRoot;
@@ -47,6 +48,48 @@ pub struct MirrorPair {
     pub copier: Arc<dyn Copier>,
     pub checkpoint_lifetime: Duration,
     pub progress: Arc<CopyProgress>,
+    /// When passes also re-check what earlier ones committed.
+    pub deep_check: DeepCheck,
+}
+
+/// When a pass re-checks the objects earlier passes committed (which
+/// planning otherwise takes as present): every one must be at the
+/// destination with the source's size, or it is copied again. Catches
+/// damage done behind sleet's back (a deleted or truncated object).
+#[derive(Debug, Clone)]
+pub struct DeepCheck {
+    every: Option<Duration>,
+    last: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
+}
+
+impl DeepCheck {
+    /// On the first pass, then every `every`.
+    pub fn every(every: Duration) -> Self {
+        DeepCheck {
+            every: Some(every),
+            last: Arc::new(std::sync::Mutex::new(None)),
+        }
+    }
+
+    /// On every pass (one-shot `sleet mirror sync`).
+    pub fn always() -> Self {
+        DeepCheck {
+            every: None,
+            last: Arc::new(std::sync::Mutex::new(None)),
+        }
+    }
+
+    fn due(&self) -> bool {
+        let last = self.last.lock().expect("deep check lock");
+        match (self.every, *last) {
+            (Some(every), Some(at)) => at.elapsed() >= every,
+            _ => true,
+        }
+    }
+
+    fn done(&self) {
+        *self.last.lock().expect("deep check lock") = Some(tokio::time::Instant::now());
+    }
 }
 
 /// What a pass did.
@@ -85,7 +128,10 @@ impl MirrorPair {
         let mut last_reason = String::new();
         for attempt in 1..=MAX_ATTEMPTS {
             match self.attempt(cancel).await? {
-                Attempt::Done(outcome) => return Ok(outcome),
+                Attempt::Done(outcome) => {
+                    self.deep_check.done();
+                    return Ok(outcome);
+                }
                 Attempt::Restart(reason) => {
                     tracing::debug!(target = %self.target, attempt, %reason, "mirror pass restarts");
                     last_reason = reason;
@@ -110,7 +156,7 @@ impl MirrorPair {
             if w.id() > latest.id() {
                 return Err(self.diverged(w.id(), latest.id()));
             }
-            if w.id() == latest.id() {
+            if w.id() == latest.id() && !self.deep_check.due() {
                 return Ok(Attempt::Done(PassOutcome {
                     head: latest.id(),
                     next_wal_sst_id: latest.next_wal_sst_id(),
@@ -236,6 +282,14 @@ impl MirrorPair {
                 proven.extend(manifest_objects(&m).into_keys());
             }
         }
+        if !proven.is_empty() && self.deep_check.due() {
+            let damaged = self.damaged(closure, &proven).await?;
+            if !damaged.is_empty() {
+                tracing::warn!(target = %self.target, objects = damaged.len(), first = %damaged[0],
+                    "the destination lost or damaged objects earlier passes committed; copying them again");
+                proven.retain(|name| !damaged.contains(name));
+            }
+        }
         let candidates: Vec<&String> = closure
             .objects
             .keys()
@@ -259,6 +313,30 @@ impl MirrorPair {
         };
         work.extend(missing_at(&destination, wal).await?);
         Ok(work)
+    }
+
+    /// Objects committed manifests reference that the destination lacks,
+    /// or holds with another size than the source's (or, where the source
+    /// lost them, shorter than their manifests record).
+    async fn damaged(
+        &self,
+        closure: &Closure,
+        proven: &BTreeSet<String>,
+    ) -> Result<Vec<String>, MirrorError> {
+        let at_destination = data_sizes(&self.destination.root()).await?;
+        let at_source = data_sizes(&self.source.root()).await?;
+        Ok(proven
+            .iter()
+            .filter(|name| {
+                let floor = closure.objects.get(*name).map_or(0, |f| f.min_size);
+                match (at_destination.get(*name), at_source.get(*name)) {
+                    (None, _) => true,
+                    (Some(dst), Some(src)) => dst != src,
+                    (Some(dst), None) => *dst < floor,
+                }
+            })
+            .cloned()
+            .collect())
     }
 
     async fn pin(&self) -> Result<Pin, MirrorError> {
@@ -409,7 +487,7 @@ impl MirrorPair {
         Ok(Attempt::Done(PassOutcome {
             head,
             next_wal_sst_id: closure.head.next_wal_sst_id(),
-            committed: true,
+            committed: committed > 0,
             manifests_committed: committed,
             objects_copied: objects,
             bytes_copied: bytes,

@@ -1,7 +1,7 @@
 //! Restore: copy one restore point of a backup (a mirror destination) into
 //! an empty root, which then opens as an ordinary SlateDB database.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -14,6 +14,7 @@ use super::layout::{
     MANIFEST_DIR, live_pins, manifest_name, manifest_objects, parse_manifest_file,
 };
 use super::pass::{get_bytes, list_dir, read_manifest};
+use super::verify::{Needed, closure_problems, data_sizes};
 use crate::copier::builtin::BuiltinCopier;
 use crate::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
 use crate::services::DatabaseHandle;
@@ -67,10 +68,14 @@ pub struct RestoreOutcome {
 }
 
 /// Restores `at` from `backup` into `destination`, which must be empty.
+/// The restore point is checked first: an object its manifests need that
+/// is missing or shorter than they record refuses the restore, unless
+/// `force` (then whatever is there is copied).
 pub async fn restore(
     backup: &DatabaseHandle,
     destination: &DatabaseHandle,
     at: RestorePoint,
+    force: bool,
     progress: Arc<CopyProgress>,
     cancel: &CancellationToken,
 ) -> Result<RestoreOutcome, MirrorError> {
@@ -91,12 +96,30 @@ pub async fn restore(
     let chosen_id = chosen.id();
     let members = members(backup, chosen, at).await?;
 
-    let mut objects: Vec<String> = members
-        .values()
-        .flat_map(|m| manifest_objects(m).into_keys())
+    let mut needed: Needed = BTreeMap::new();
+    for (&id, manifest) in &members {
+        for (name, floor) in manifest_objects(manifest) {
+            needed
+                .entry(name)
+                .or_insert((floor, BTreeSet::new()))
+                .1
+                .insert(id);
+        }
+    }
+    let sizes = data_sizes(&backup_root).await?;
+    let problems = closure_problems(&needed, &sizes);
+    if !problems.is_empty() && !force {
+        return Err(MirrorError::BrokenRestorePoint {
+            manifest_id: chosen_id,
+            problems: problems.len(),
+            first: problems[0].clone(),
+        });
+    }
+    // Forced past missing objects, copy what there is.
+    let objects: Vec<String> = needed
+        .into_keys()
+        .filter(|name| sizes.contains_key(name))
         .collect();
-    objects.sort();
-    objects.dedup();
     let copier = BuiltinCopier::new(RESTORE_PARALLELISM);
     let batch = CopyBatch {
         source: &backup_root,

@@ -179,6 +179,7 @@ pub async fn run_mirror_task(
         copier: crate::copier::for_target(settings, &spec.limits, &runtime.copiers).await?,
         checkpoint_lifetime: settings.checkpoint_lifetime,
         progress: crate::copier::CopyProgress::new(),
+        deep_check: super::pass::DeepCheck::every(settings.deep_check),
     };
     run_target(&pair, settings, runtime, hooks, cancel).await
 }

@@ -62,8 +62,7 @@ pub async fn verify(target: &DatabaseHandle) -> Result<VerifyReport, MirrorError
                 .push(format!("manifest {id} vanished while verifying")),
         }
     }
-    let mut sizes = list_sizes(&root, COMPACTED_DIR).await?;
-    sizes.extend(list_sizes(&root, WAL_DIR).await?);
+    let sizes = data_sizes(&root).await?;
 
     let now = Utc::now();
     let support: BTreeSet<u64> = manifests
@@ -71,7 +70,7 @@ pub async fn verify(target: &DatabaseHandle) -> Result<VerifyReport, MirrorError
         .flat_map(|m| live_pins(m, now))
         .filter(|id| *id != latest)
         .collect();
-    let mut needed: BTreeMap<String, (ObjectFloor, BTreeSet<u64>)> = BTreeMap::new();
+    let mut needed: Needed = BTreeMap::new();
     let mut need = |manifest: &VersionedManifest, by: u64| {
         for (name, floor) in manifest_objects(manifest) {
             needed
@@ -98,20 +97,37 @@ pub async fn verify(target: &DatabaseHandle) -> Result<VerifyReport, MirrorError
     }
     report.manifests_checked = manifests.len() as u64;
     report.objects_checked = needed.len() as u64;
-    for (name, (floor, by)) in &needed {
+    report.problems.extend(closure_problems(&needed, &sizes));
+    Ok(report)
+}
+
+/// The objects a closure needs, each with its size floor and the
+/// manifests (restore points) that need it.
+pub type Needed = BTreeMap<String, (ObjectFloor, BTreeSet<u64>)>;
+
+/// One line per needed object that is missing from `sizes` or shorter
+/// than its manifest records, naming the manifests it breaks.
+pub fn closure_problems(needed: &Needed, sizes: &BTreeMap<String, u64>) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (name, (floor, by)) in needed {
         let users = by.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
         match sizes.get(name) {
-            None => report
-                .problems
-                .push(format!("{name} is missing (needed by manifest {users})")),
-            Some(&size) if size < floor.min_size => report.problems.push(format!(
+            None => problems.push(format!("{name} is missing (needed by manifest {users})")),
+            Some(&size) if size < floor.min_size => problems.push(format!(
                 "{name} is {size} bytes, shorter than the {} its manifest records (manifest {users})",
                 floor.min_size
             )),
             Some(_) => {}
         }
     }
-    Ok(report)
+    problems
+}
+
+/// Sizes of every data object (`compacted/`, `wal/`) under a root.
+pub async fn data_sizes(root: &StoreRoot) -> Result<BTreeMap<String, u64>, MirrorError> {
+    let mut sizes = list_sizes(root, COMPACTED_DIR).await?;
+    sizes.extend(list_sizes(root, WAL_DIR).await?);
+    Ok(sizes)
 }
 
 /// Names under `dir/` with their sizes.

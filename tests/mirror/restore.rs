@@ -13,6 +13,7 @@ async fn restore(backup: &str, dest: &str, at: RestorePoint) -> Result<u64, slee
         backup,
         dest,
         at,
+        false,
         CopyProgress::new(),
         &CancellationToken::new(),
     )
@@ -106,5 +107,80 @@ async fn retention_prunes_old_restore_points_and_kept_ones_restore() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("is not empty; restore never deletes"), "{err}");
+    source.stop().await;
+}
+
+/// A destination damaged behind sleet's back (an SST deleted, another
+/// replaced by a truncated copy): `mirror verify` names both, restore
+/// refuses the broken point (and restores it anyway when forced), and the
+/// next pass finds the damage and copies the objects again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_damaged_destination_is_named_refused_and_repaired() {
+    let dest_dir = tempfile::tempdir().unwrap();
+    let backup = format!("file://{}/backup", dest_dir.path().display());
+    let source = Source::new(&target_toml("dr", &backup), 3).await;
+    let synced = source.sync("dr").await.unwrap();
+    assert_verified(&backup).await;
+
+    let ssts: Vec<String> = db::objects(&backup, "compacted")
+        .await
+        .into_iter()
+        .collect();
+    assert!(ssts.len() >= 2, "{ssts:?}");
+    let on_disk = |name: &str| dest_dir.path().join("backup/compacted").join(name);
+    std::fs::remove_file(on_disk(&ssts[0])).unwrap();
+    // A new, shorter file (the builtin copier hard-links on one
+    // filesystem, so truncating in place would shorten the source too).
+    let whole = std::fs::read(on_disk(&ssts[1])).unwrap();
+    std::fs::remove_file(on_disk(&ssts[1])).unwrap();
+    std::fs::write(on_disk(&ssts[1]), &whole[..whole.len() / 2]).unwrap();
+
+    let report = ops::verify_url(&backup).await.unwrap();
+    let problems = report.problems.join("\n");
+    assert!(
+        problems.contains(&format!("compacted/{} is missing", ssts[0])),
+        "{problems}"
+    );
+    assert!(
+        problems.contains(&format!(
+            "compacted/{} is {} bytes, shorter",
+            ssts[1],
+            whole.len() / 2
+        )),
+        "{problems}"
+    );
+    let refused = restore(
+        &backup,
+        &format!("file://{}/refused", dest_dir.path().display()),
+        RestorePoint::Latest,
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        refused.contains(&format!("restore point {} is broken", synced.head)),
+        "{refused}"
+    );
+    assert!(refused.contains("--force"), "{refused}");
+    let forced = ops::restore_urls(
+        &backup,
+        &format!("file://{}/forced", dest_dir.path().display()),
+        RestorePoint::Latest,
+        true,
+        CopyProgress::new(),
+        &CancellationToken::new(),
+    )
+    .await;
+    assert!(forced.is_ok(), "--force restores what is there: {forced:?}");
+
+    // The next pass (nothing new at the source) re-checks and repairs.
+    source.sync("dr").await.unwrap();
+    assert_verified(&backup).await;
+    assert_eq!(std::fs::read(on_disk(&ssts[1])).unwrap(), whole);
+    let repaired = format!("file://{}/repaired", dest_dir.path().display());
+    restore(&backup, &repaired, RestorePoint::Latest)
+        .await
+        .unwrap();
+    db::assert_reader_sees(&repaired, 0..3).await;
     source.stop().await;
 }
