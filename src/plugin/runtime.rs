@@ -18,9 +18,10 @@ use super::host::{HostState, Scope};
 /// async runtime at each tick.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// Plugin linear memory all concurrent calls on a node may hold at once,
-/// in MiB: calls wait for their share rather than exceed it, so
-/// `memory_mib` times `copy_parallelism` times targets cannot outgrow it.
+/// Plugin memory (linear memory plus host buffers) all concurrent calls on
+/// a node may hold at once, in MiB: calls wait for their share rather than
+/// exceed it, so `memory_mib` times `copy_parallelism` times targets
+/// cannot outgrow it.
 pub const NODE_PLUGIN_MEMORY_MIB: u32 = 2048;
 
 /// The engine, the compile cache, and the node's plugin memory.
@@ -73,9 +74,11 @@ impl PluginRuntime {
     }
 
     /// Waits until a call with a `memory_bytes` cap fits in the node's
-    /// plugin memory, and holds its share until the permit is dropped.
+    /// plugin memory, and holds its share until the permit is dropped. A
+    /// call's share is twice its cap: its linear memory, and as much again
+    /// for what the host buffers for it (open writers).
     pub async fn memory_share(&self, memory_bytes: u64) -> tokio::sync::OwnedSemaphorePermit {
-        let mib = memory_bytes
+        let mib = (2 * memory_bytes)
             .div_ceil(1024 * 1024)
             .clamp(1, u64::from(NODE_PLUGIN_MEMORY_MIB)) as u32;
         self.memory

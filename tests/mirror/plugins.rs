@@ -525,3 +525,121 @@ async fn a_plugin_cannot_make_the_host_hold_or_do_without_bound() {
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
     source.stop().await;
 }
+
+/// The largest of the hostile classes in a real `sleet run` process: a
+/// copier that opens writers and feeds them without finishing (and
+/// others that lie about copies or flood requests) beside an honest
+/// target. The process stays up, its resident memory stays under 512 MiB
+/// (two calls of a 64 MiB plugin hold at most 256 MiB of plugin memory
+/// and host buffers), every hostile target shows its failure in status,
+/// and the honest one keeps mirroring.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_node_stays_up_and_bounded_beside_hostile_copiers() {
+    use crate::common::json;
+    let plugins = plugin_dir(&["hostile-copier"]);
+    let dest_dir = tempfile::tempdir().unwrap();
+    let url = |name: &str| format!("file://{}/{name}", dest_dir.path().display());
+    let hostile = |name: &str, mode: &str| {
+        format!(
+            "[database.mirror.targets.{name}]\nurl = \"{}\"\ncopier = \"plugin:hostile-copier\"\n\
+             poll = \"200ms\"\ncopy_parallelism = 2\n\
+             [database.mirror.targets.{name}.copier_config]\nmode = \"{mode}\"\n",
+            url(name)
+        )
+    };
+    let config = format!(
+        "[database.mirror.targets.good]\nurl = \"{}\"\npoll = \"200ms\"\n{}{}{}\
+         [plugins.hostile-copier]\nmemory_mib = 64\ncall_timeout = \"5s\"\n",
+        url("good"),
+        hostile("writers", "writers"),
+        hostile("lies", "lie"),
+        hostile("flood", "flood"),
+    );
+    let mut source = Source::new(&config, 3).await;
+    let mut node = std::process::Command::new(env!("CARGO_BIN_EXE_sleet"))
+        .args([
+            "run",
+            &source.root.url(),
+            "--node-id",
+            "real",
+            "--services",
+            "mirror",
+            "--plugin-dir",
+            plugins.path().to_str().unwrap(),
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("sleet run starts");
+    let rss_mib = |pid: u32| -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+            / 1024
+    };
+    let mut peak = 0;
+    let started = std::time::Instant::now();
+    let mut seen = String::new();
+    while started.elapsed() < std::time::Duration::from_secs(20) {
+        assert!(
+            node.try_wait().unwrap().is_none(),
+            "the node exited beside hostile plugins"
+        );
+        peak = peak.max(rss_mib(node.id()));
+        crate::harness::pause(200).await;
+        let status = crate::common::sleet(&["status", &source.root.url(), "--format", "json"]);
+        seen = String::from_utf8_lossy(&status.stdout).to_string();
+    }
+    source.write(1).await;
+    let written = latest_manifest(&source.url).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while latest_manifest(&url("good")).await < written {
+        peak = peak.max(rss_mib(node.id()));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the honest target kept mirroring"
+        );
+        crate::harness::pause(200).await;
+    }
+    db::assert_reader_sees(&url("good"), 0..source.rounds).await;
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &node.id().to_string()])
+        .status();
+    assert!(node.wait().unwrap().success(), "a clean stop after it all");
+    eprintln!("peak resident memory beside hostile copiers: {peak} MiB");
+    assert!(peak > 0 && peak < 512, "peak RSS {peak} MiB");
+    let warnings = json(&seen)["warnings"].to_string();
+    for (target, why) in [
+        ("writers", "writers may be open at once"),
+        ("lies", "the destination has no such object"),
+        ("flood", "request budget spent"),
+    ] {
+        assert!(
+            warnings.contains(&format!("mirror target {target} of")) && warnings.contains(why),
+            "{target}: {warnings}"
+        );
+    }
+    for target in ["writers", "lies", "flood"] {
+        assert!(
+            db::objects(&url(target), "manifest").await.is_empty(),
+            "{target}"
+        );
+    }
+    source.stop().await;
+}
+
+/// The id of a root's latest manifest (0 before the first), read-only.
+async fn latest_manifest(url: &str) -> u64 {
+    let (store, path) = crate::common::test_store(url);
+    slatedb::admin::AdminBuilder::new(path, store)
+        .build()
+        .read_manifest(None)
+        .await
+        .unwrap()
+        .map_or(0, |m| m.id())
+}
