@@ -1,6 +1,7 @@
 //! Hook plugins on a running node: a maintenance window defers mirror
 //! passes outside its hours and allows them inside (the test drives the
-//! clock the hook is told), and an audit hook sees every outcome.
+//! clock the hook is told), an audit hook sees every outcome, and hooks
+//! that cannot answer fail closed.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -123,4 +124,53 @@ async fn a_maintenance_window_defers_mirror_passes_and_the_audit_hook_sees_outco
         status.warnings
     );
     source.stop().await;
+}
+
+/// A hook that traps, runs past its deadline or is not loaded fails
+/// closed: the task it guards does not run, and `sleet status` says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hooks_that_cannot_answer_fail_closed_visibly() {
+    let plugins = plugin_dir(&["hostile-hook"]);
+    for (plugin, mode, why) in [
+        ("hostile-hook", "trap", "plugin hostile-hook trapped"),
+        (
+            "hostile-hook",
+            "loop",
+            "plugin hostile-hook timed out after 1s",
+        ),
+        (
+            "absent-hook",
+            "trap",
+            "plugin \"absent-hook\" is not loaded on node solo",
+        ),
+    ] {
+        let dest_dir = tempfile::tempdir().unwrap();
+        let dest = format!("file://{}/copy", dest_dir.path().display());
+        let config = target_toml("live", &dest)
+            + "poll = \"200ms\"\n"
+            + &format!(
+                "[database.hooks.guard]\nplugin = \"{plugin}\"\nservices = [\"mirror\"]\n\
+                 [database.hooks.guard.config]\nmode = \"{mode}\"\n\
+                 [plugins.hostile-hook]\ncall_timeout = \"1s\"\n"
+            );
+        let mut source = Source::new(&config, 1).await;
+        source.start_node(
+            NodeOptions::new("solo").with_plugin_dirs([plugins.path().to_path_buf()], None),
+        );
+        eventually(
+            Duration::from_secs(30),
+            &format!("{mode} {plugin}: the hook's failure in status"),
+            || async {
+                let status = source.fleet.status(StatusOptions::default()).await.unwrap();
+                let warnings = status.warnings.join("\n");
+                warnings.contains("hook guard") && warnings.contains(why)
+            },
+        )
+        .await;
+        assert!(
+            db::objects(&dest, "manifest").await.is_empty(),
+            "{mode} {plugin}: the guarded task never ran"
+        );
+        source.stop().await;
+    }
 }
