@@ -237,3 +237,78 @@ pub async fn with_deadline<T>(
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use wasmtime::component::Linker;
+
+    use super::*;
+
+    const MIB: u64 = 1024 * 1024;
+
+    /// Instantiates hand-written component text in a plugin call's store.
+    async fn instantiate(
+        runtime: &PluginRuntime,
+        text: &str,
+    ) -> (
+        wasmtime::Result<wasmtime::component::Instance>,
+        Store<HostState>,
+    ) {
+        let bytes = wat::parse_str(text).expect("valid component text");
+        let component = Component::new(runtime.engine(), &bytes).expect("compiles");
+        let mut store = runtime.store("hostile", 64 * MIB, Scope::default());
+        let linker = Linker::<HostState>::new(runtime.engine());
+        let instance = linker.instantiate_async(&mut store, &component).await;
+        (instance, store)
+    }
+
+    #[tokio::test]
+    async fn an_instance_may_not_declare_many_memories() {
+        let runtime = PluginRuntime::new(None).unwrap();
+        let (instance, _) = instantiate(
+            &runtime,
+            "(component
+               (core module $m (memory 1) (memory 1) (memory 1))
+               (core instance (instantiate $m)))",
+        )
+        .await;
+        let err = format!("{:#}", instance.expect_err("refused"));
+        assert!(err.contains("memory count"), "{err}");
+        let (two, _) = instantiate(
+            &runtime,
+            "(component
+               (core module $m (memory 1) (memory 1))
+               (core instance (instantiate $m)))",
+        )
+        .await;
+        assert!(two.is_ok(), "two memories are allowed: {:?}", two.err());
+    }
+
+    #[tokio::test]
+    async fn a_table_cannot_grow_without_bound() {
+        let runtime = PluginRuntime::new(None).unwrap();
+        let (instance, mut store) = instantiate(
+            &runtime,
+            "(component
+               (core module $m
+                 (table $t 1 funcref)
+                 (func (export \"grow\")
+                   (loop $again
+                     (drop (table.grow $t (ref.null func) (i32.const 10000)))
+                     (br $again))))
+               (core instance $i (instantiate $m))
+               (func (export \"grow\") (canon lift (core func $i \"grow\"))))",
+        )
+        .await;
+        let instance = instance.expect("instantiates");
+        let grow = instance
+            .get_typed_func::<(), ()>(&mut store, "grow")
+            .expect("exported");
+        let call = grow.call_async(&mut store, ());
+        let err = tokio::time::timeout(Duration::from_secs(10), call)
+            .await
+            .expect("the growth is stopped, not endless")
+            .expect_err("a trap");
+        assert!(format!("{err:#}").contains("table"), "{err:#}");
+    }
+}
