@@ -123,14 +123,7 @@ impl EpochRecords {
         epoch: u64,
         writer_epoch: u64,
     ) -> Result<bool, RecordError> {
-        let dir = Self::epoch_dir(database, epoch);
-        let listed: Vec<_> = self
-            .root
-            .store()
-            .list(Some(&self.root.path(&dir)))
-            .try_collect()
-            .await
-            .map_err(|source| self.error("list", &dir, source))?;
+        let listed = self.list(&Self::epoch_dir(database, epoch)).await?;
         Ok(listed.iter().any(|meta| {
             meta.location
                 .filename()
@@ -184,6 +177,16 @@ impl EpochRecords {
         Ok(())
     }
 
+    /// Every object under `dir` (root-relative).
+    async fn list(&self, dir: &str) -> Result<Vec<object_store::ObjectMeta>, RecordError> {
+        self.root
+            .store()
+            .list(Some(&self.root.path(dir)))
+            .try_collect()
+            .await
+            .map_err(|source| self.error("list", dir, source))
+    }
+
     /// A create-only record; one that exists already is as good.
     async fn create(&self, file: &str) -> Result<(), RecordError> {
         let body = RecordBody {
@@ -211,13 +214,7 @@ impl EpochRecords {
     /// `newest`.
     async fn prune(&self, database: &str, newest: u64) -> Result<(), RecordError> {
         let dir = Self::dir(database);
-        let listed: Vec<_> = self
-            .root
-            .store()
-            .list(Some(&self.root.path(&dir)))
-            .try_collect()
-            .await
-            .map_err(|source| self.error("list", &dir, source))?;
+        let listed = self.list(&dir).await?;
         let epoch_of = |meta: &object_store::ObjectMeta| -> Option<u64> {
             let relative = self.root.relative(&meta.location);
             let (epoch, name) = relative.strip_prefix(&format!("{dir}/"))?.split_once('/')?;

@@ -69,7 +69,21 @@ const RUNNABLE: [Service; 3] = [
 ];
 
 /// Polls `check` every 100ms until it returns `Some`, or panics after `limit`.
-pub async fn poll_until<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
+pub async fn poll_until<T, F, Fut>(limit: Duration, what: &str, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    poll_until_or(limit, what, check, String::new).await
+}
+
+/// Like [`poll_until`], adding `context()` (logs, say) to the panic.
+pub async fn poll_until_or<T, F, Fut>(
+    limit: Duration,
+    what: &str,
+    mut check: F,
+    context: impl Fn() -> String,
+) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -81,7 +95,8 @@ where
         }
         assert!(
             start.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
+            "timed out after {limit:?} waiting for {what}\n{}",
+            context()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

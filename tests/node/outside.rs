@@ -111,23 +111,12 @@ impl Nodes {
 
     /// Polls `check` until it returns `Some`; on timeout, fails with the
     /// nodes' logs.
-    async fn wait<T, F, Fut>(&self, limit: Duration, what: &str, mut check: F) -> T
+    async fn wait<T, F, Fut>(&self, limit: Duration, what: &str, check: F) -> T
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Option<T>>,
     {
-        let start = Instant::now();
-        loop {
-            if let Some(value) = check().await {
-                return value;
-            }
-            assert!(
-                start.elapsed() < limit,
-                "timed out after {limit:?} waiting for {what}\n{}",
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        crate::cluster::poll_until_or(limit, what, check, || self.logs()).await
     }
 
     /// SIGTERM each node; each must exit 0.
