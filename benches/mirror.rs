@@ -193,6 +193,7 @@ async fn pass(
         checkpoint_lifetime: Duration::from_secs(900),
         progress: CopyProgress::new(),
         deep_check: sleet::mirror::pass::DeepCheck::every(Duration::from_secs(3600)),
+        pin_source: true,
     };
     let start = Instant::now();
     let outcome = pair

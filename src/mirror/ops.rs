@@ -44,6 +44,7 @@ pub async fn mirror_pair(
         progress,
         // An operator's one-shot pass always re-checks what is committed.
         deep_check: DeepCheck::always(),
+        pin_source: true,
     })
 }
 

@@ -50,6 +50,10 @@ pub struct MirrorPair {
     pub progress: Arc<CopyProgress>,
     /// When passes also re-check what earlier ones committed.
     pub deep_check: DeepCheck,
+    /// Whether a pass pins the source while it copies: always, except in
+    /// the test that shows what the pin protects against.
+    #[doc(hidden)]
+    pub pin_source: bool,
 }
 
 /// When a pass re-checks the objects earlier passes committed (which
@@ -176,7 +180,7 @@ impl MirrorPair {
         let result = self
             .pinned_copy_and_commit(&pin, watermark.as_ref(), cancel)
             .await;
-        self.unpin(pin.id).await;
+        self.unpin(&pin.ids).await;
         result
     }
 
@@ -339,30 +343,90 @@ impl MirrorPair {
             .collect())
     }
 
+    /// Pins the head, and re-pins under the mirror's name and lifetime
+    /// every manifest the head's other live checkpoints hold: the pass
+    /// copies their objects too, and those checkpoints (the coordinator's
+    /// own last 15 minutes by default) may expire long before a slow pass
+    /// ends, after which source GC would delete what it is copying.
     async fn pin(&self) -> Result<Pin, MirrorError> {
+        if !self.pin_source {
+            return self.no_pin().await;
+        }
+        let created = self.checkpoint(None).await?;
+        let now = tokio::time::Instant::now();
+        let mut pin = Pin {
+            ids: vec![created.id],
+            manifest_id: created.manifest_id,
+            refresh_at: now + self.checkpoint_lifetime / 2,
+            deadline: now + self.checkpoint_lifetime,
+        };
+        let Some(head) = read_manifest(&self.source, created.manifest_id).await? else {
+            return Ok(pin);
+        };
+        let mut held = BTreeSet::new();
+        for checkpoint in head.checkpoints() {
+            let live = super::layout::checkpoint_live(checkpoint, Utc::now());
+            if !live || checkpoint.id == created.id || checkpoint.manifest_id == head.id() {
+                continue;
+            }
+            if !held.insert(checkpoint.manifest_id) {
+                continue;
+            }
+            match self.checkpoint(Some(checkpoint.id)).await {
+                Ok(repinned) => pin.ids.push(repinned.id),
+                // Expired meanwhile: if its objects go, the pass restarts.
+                Err(e) => {
+                    tracing::debug!(target = %self.target, "could not re-pin checkpoint {}: {e}", checkpoint.id)
+                }
+            }
+        }
+        Ok(pin)
+    }
+
+    /// A checkpoint named for this target: of the latest manifest, or of
+    /// the manifest checkpoint `source` holds.
+    async fn checkpoint(
+        &self,
+        source: Option<Uuid>,
+    ) -> Result<slatedb::CheckpointCreateResult, MirrorError> {
         let options = CheckpointOptions {
             lifetime: Some(self.checkpoint_lifetime),
-            source: None,
+            source,
             name: Some(pin_name(&self.target)),
         };
-        let created = self
+        Ok(self
             .source
             .bounded(
                 "pinning the source",
                 self.source.admin().create_detached_checkpoint(&options),
             )
-            .await?;
-        let now = tokio::time::Instant::now();
+            .await?)
+    }
+
+    /// The latest manifest, held by nothing (the test-only unpinned mode).
+    async fn no_pin(&self) -> Result<Pin, MirrorError> {
+        let latest = read_latest(&self.source)
+            .await?
+            .ok_or_else(|| MirrorError::NotADatabase {
+                url: self.source.url().to_string(),
+            })?;
+        let never = tokio::time::Instant::now() + Duration::from_secs(365 * 24 * 3600);
         Ok(Pin {
-            id: created.id,
-            manifest_id: created.manifest_id,
-            refresh_at: now + self.checkpoint_lifetime / 2,
-            deadline: now + self.checkpoint_lifetime,
+            ids: Vec::new(),
+            manifest_id: latest.id(),
+            refresh_at: never,
+            deadline: never,
         })
     }
 
     /// Best effort: a pin left behind expires and source GC removes it.
-    async fn unpin(&self, id: Uuid) {
+    async fn unpin(&self, ids: &[Uuid]) {
+        for &id in ids {
+            self.unpin_one(id).await;
+        }
+    }
+
+    async fn unpin_one(&self, id: Uuid) {
         let deleted = self
             .source
             .bounded(
@@ -397,15 +461,17 @@ impl MirrorPair {
             tokio::select! {
                 result = &mut copy => break result,
                 () = tokio::time::sleep_until(refresh_at) => {
-                    let refreshed = self
-                        .source
-                        .bounded(
-                            "refreshing the pin",
-                            self.source.admin().refresh_checkpoint(pin.id, Some(self.checkpoint_lifetime)),
-                        )
-                        .await;
-                    if let Err(e) = refreshed {
-                        return Ok(Err(format!("pin refresh failed: {e}")));
+                    for &id in &pin.ids {
+                        let refreshed = self
+                            .source
+                            .bounded(
+                                "refreshing the pin",
+                                self.source.admin().refresh_checkpoint(id, Some(self.checkpoint_lifetime)),
+                            )
+                            .await;
+                        if let Err(e) = refreshed {
+                            return Ok(Err(format!("pin refresh failed: {e}")));
+                        }
                     }
                     refresh_at += self.checkpoint_lifetime / 2;
                 }
@@ -504,9 +570,11 @@ impl MirrorPair {
     }
 }
 
-/// A named checkpoint holding the source still while a pass copies.
+/// Named checkpoints holding the source still while a pass copies: the
+/// first pins the head, the rest re-pin the manifests the head's other
+/// live checkpoints hold (empty only in the test-only unpinned mode).
 struct Pin {
-    id: Uuid,
+    ids: Vec<Uuid>,
     manifest_id: u64,
     refresh_at: tokio::time::Instant,
     deadline: tokio::time::Instant,

@@ -180,6 +180,7 @@ pub async fn run_mirror_task(
         checkpoint_lifetime: settings.checkpoint_lifetime,
         progress: crate::copier::CopyProgress::new(),
         deep_check: super::pass::DeepCheck::every(settings.deep_check),
+        pin_source: true,
     };
     run_target(&pair, settings, runtime, hooks, cancel).await
 }

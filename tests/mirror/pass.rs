@@ -131,3 +131,94 @@ async fn racing_passes_for_one_target_write_identical_manifests() {
     db::assert_reader_sees(&dest, 0..source.rounds).await;
     source.stop().await;
 }
+
+/// One throttled pass (the throttle plugin at 250 KB/s) while the source
+/// keeps writing, compacting and collecting with a one-second `min_age`.
+async fn slow_pass(pin_source: bool) -> (Result<u64, String>, String, tempfile::TempDir, Source) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use sleet::copier::wasm::WasmCopier;
+    use sleet::mirror::pass::{DeepCheck, MirrorPair};
+    use sleet::plugin::{PluginRuntime, PluginSet};
+    use sleet::services::DatabaseHandle;
+
+    let plugins = crate::wasm::plugin_dir(&["throttle-copier"]);
+    let runtime = PluginRuntime::new(None).unwrap();
+    let set = PluginSet::load(
+        &runtime,
+        &[plugins.path().to_path_buf()],
+        &Default::default(),
+    );
+    let limits = sleet::config::FleetConfig::default().plugin_limits("throttle-copier", false);
+    let copier = WasmCopier::new(
+        set.copier("throttle-copier", "test").unwrap().clone(),
+        vec![("bytes_per_second".into(), "250000".into())],
+        limits,
+        1,
+        0,
+    );
+    let dest_dir = tempfile::tempdir().unwrap();
+    let dest = format!("file://{}/slow", dest_dir.path().display());
+    let mut source = Source::new("", 8).await;
+    source.start_services();
+    pause(1500).await;
+    let pair = MirrorPair {
+        target: "slow".into(),
+        source: DatabaseHandle::open(&source.url).unwrap(),
+        destination: DatabaseHandle::open(&dest).unwrap(),
+        copier: Arc::new(copier),
+        checkpoint_lifetime: Duration::from_secs(10),
+        progress: sleet::copier::CopyProgress::new(),
+        deep_check: DeepCheck::every(Duration::from_secs(3600)),
+        pin_source,
+    };
+    let done = AtomicBool::new(false);
+    let writes = async {
+        let mut round = source.rounds;
+        while !done.load(Ordering::SeqCst) {
+            db::write_rounds(&source.writer, round..round + 1).await;
+            round += 1;
+            pause(100).await;
+        }
+        round
+    };
+    let passed = async {
+        let result = pair.sync_pass(&sleet::CancellationToken::new()).await;
+        done.store(true, Ordering::SeqCst);
+        result
+    };
+    let (result, rounds) = tokio::join!(passed, writes);
+    source.rounds = rounds;
+    (
+        result.map(|o| o.head).map_err(|e| e.to_string()),
+        dest,
+        dest_dir,
+        source,
+    )
+}
+
+/// The pin is what keeps source GC off what a slow pass copies: pinned (the
+/// head, and the manifests its other checkpoints hold, which the
+/// coordinator's two-second checkpoints here give up mid-pass), a pass
+/// that takes many seconds under compaction and GC commits a complete
+/// restore point; the same pass unpinned loses objects mid-copy and fails,
+/// which shows the test can fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_pin_keeps_source_gc_off_a_slow_pass() {
+    let (pinned, dest, _dir, source) = slow_pass(true).await;
+    let head = pinned.unwrap_or_else(|e| panic!("a pinned slow pass commits: {e}"));
+    assert!(head > 0);
+    assert_verified(&dest).await;
+    db::assert_reader_sees(&dest, 0..8).await;
+    source.stop().await;
+
+    let (unpinned, dest, _dir, source) = slow_pass(false).await;
+    let err = unpinned.expect_err("an unpinned slow pass loses objects to GC");
+    assert!(err.contains("vanished"), "{err}");
+    assert!(
+        db::objects(&dest, "manifest").await.is_empty(),
+        "nothing committed"
+    );
+    source.stop().await;
+}
