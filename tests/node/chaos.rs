@@ -50,6 +50,7 @@ async fn disturb(cluster: &mut Cluster, chaos: &mut Chaos) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn random_crashes_restarts_and_store_faults_lose_nothing() {
+    let _alone = crate::HEAVY.lock().await;
     let mut chaos = Chaos::from_env();
     let faults = Faults::new();
     let fleet = FAST_FLEET.replace("min_age = \"1s\"", "min_age = \"10s\"");

@@ -9,3 +9,8 @@ mod common;
 mod db;
 mod outside;
 mod system;
+
+/// Tests whose timing bounds assume the machine is not also running the
+/// other heavy tests (the chaos rounds, real multi-process fleets) hold
+/// this for their whole run: on two cores they would starve each other.
+pub static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

@@ -182,6 +182,7 @@ async fn write_round(db: &Db, round: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_writer_running_its_own_compactor_is_never_fenced() {
     let Some(endpoint) = endpoint() else { return };
+    let _alone = crate::HEAVY.lock().await;
     let prefix = unique_prefix("outside");
     let root = format!("s3://{BUCKET}/{prefix}/root");
     let url = format!("s3://{BUCKET}/{prefix}/data/db");
@@ -354,6 +355,7 @@ async fn a_writer_running_its_own_compactor_is_never_fenced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_fence_by_another_fleet_node_is_not_an_outside_compactor() {
     let Some(endpoint) = endpoint() else { return };
+    let _alone = crate::HEAVY.lock().await;
     let prefix = unique_prefix("double");
     let root = FleetRoot::from_parts(
         format!("s3://{BUCKET}/{prefix}/root"),
@@ -438,6 +440,7 @@ async fn a_fence_by_another_fleet_node_is_not_an_outside_compactor() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_gcs_on_one_database_lose_nothing() {
     let Some(endpoint) = endpoint() else { return };
+    let _alone = crate::HEAVY.lock().await;
     let mut cluster = crate::cluster::Cluster::on_s3(crate::cluster::FAST_FLEET, &endpoint).await;
     let url = cluster.db_url("twogc");
     let fast = slatedb::config::GarbageCollectorDirectoryOptions {
