@@ -27,8 +27,8 @@ use crate::heartbeat::{
 };
 use crate::mirror::run::{MirrorRuntime, MirrorSpec, PassHooks, run_mirror_task};
 use crate::mirror::target::applied_targets;
+use crate::outside_compactor::Sighting;
 use crate::outside_compactor::records::EpochRecords;
-use crate::outside_compactor::{Evidence, Sighting};
 use crate::ownership::{Assignment, LiveNode, database_assignments};
 use crate::plugin::hook::{Clock, HookRunner, HookSpec, RunOutcome, Verdict, system_clock};
 use crate::root::{
@@ -419,11 +419,7 @@ impl TaskBoard {
                 since: s
                     .first_seen
                     .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                evidence: match s.evidence {
-                    Evidence::Active => "active",
-                    Evidence::Presumed => "presumed",
-                }
-                .to_string(),
+                evidence: s.evidence.as_str().to_string(),
             })
             .collect();
         (count, sample)
@@ -766,8 +762,8 @@ impl Supervisor {
                     backoff = BACKOFF_START;
                     self.fenced_wait
                 }
-                Err(e) if e.outside_compactor().is_some() => {
-                    let sighting = e.outside_compactor().cloned().expect("matched");
+                Err(ref e @ ServiceError::OutsideCompactor { ref sighting, .. }) => {
+                    let sighting = Sighting::clone(sighting);
                     warn!(database = %self.key.database, service = %self.key.service, "{e}");
                     backoff = BACKOFF_START;
                     self.board

@@ -373,15 +373,15 @@ async fn run_coordinator(
     let compactor = builder.build();
     let run = compactor.run();
     tokio::pin!(run);
-    let mut held: Option<u64> = None;
     // The held epoch until its confirmation is written (retried: a node
     // that dies before would leave only the claiming record behind).
     let mut unconfirmed: Option<u64> = None;
+    let mut claimed = false;
     let mut retry = tokio::time::interval(RECORD_RETRY);
     loop {
         tokio::select! {
             result = &mut run => {
-                if let (Err(e), None, Some(claim)) = (&result, held, claim)
+                if let (Err(e), None, Some(claim)) = (&result, watch.held(), claim)
                     && e.kind() == ErrorKind::Closed(CloseReason::Fenced)
                 {
                     // Another compactor took the epoch first.
@@ -398,8 +398,8 @@ async fn run_coordinator(
                 }
                 return stopped.map_err(|e| db.slatedb_error(e));
             }
-            epoch = watch.claimed(), if held.is_none() => {
-                held = Some(epoch);
+            epoch = watch.claimed(), if !claimed => {
+                claimed = true;
                 unconfirmed = Some(epoch);
                 retry.reset_immediately();
             }
@@ -549,7 +549,6 @@ impl From<&outside_compactor::Seen> for Claim {
 /// The judge's thresholds from the resolved config.
 fn thresholds(s: &OutsideCompactorSettings) -> Thresholds {
     Thresholds {
-        recheck: s.recheck,
         active_within: s.active_within,
         takeover_backlog: s.takeover_backlog,
         takeover_after: s.takeover_after,

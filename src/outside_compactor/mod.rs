@@ -41,9 +41,6 @@ use self::records::EpochRecords;
 /// How a node treats compactors outside the fleet (`[outside-compactor]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Thresholds {
-    /// How often a database the fleet stands down for is looked at again,
-    /// and how often running workers check that they should still run.
-    pub recheck: Duration,
     /// An outside compactor that wrote `.compactions` this recently is
     /// running.
     pub active_within: Duration,
@@ -126,6 +123,16 @@ pub enum Verdict {
     /// A compactor outside the fleet holds it: stand down, and remember
     /// this sighting for the next look.
     Outside(Sighting),
+}
+
+impl Evidence {
+    /// The name status and heartbeats show (as serialized).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Evidence::Active => "active",
+            Evidence::Presumed => "presumed",
+        }
+    }
 }
 
 impl Verdict {

@@ -3,7 +3,6 @@ use chrono::TimeZone;
 use super::*;
 
 const LIMITS: Thresholds = Thresholds {
-    recheck: Duration::from_secs(60),
     active_within: Duration::from_secs(120),
     takeover_backlog: 8,
     takeover_after: Duration::from_secs(120),
