@@ -182,9 +182,15 @@ impl PluginRuntime {
     /// A fresh store for one call: the plugin's memory cap, and an epoch
     /// deadline that yields at every tick rather than trapping (the
     /// caller's wall-clock timeout ends a runaway call).
+    ///
+    /// What the host copies out of the plugin per call (arguments to a
+    /// host import, or an export's results) is held to the same cap:
+    /// wasmtime's default of 128 MiB would let a 32 MiB plugin make the
+    /// host hold 128 MiB by returning many results that alias one string.
     pub fn store(&self, plugin: &str, memory_bytes: u64, scope: Scope) -> Store<HostState> {
         let mut store = Store::new(&self.engine, HostState::new(plugin, memory_bytes, scope));
         store.limiter(|state| state.limiter());
+        store.set_hostcall_fuel(usize::try_from(memory_bytes).unwrap_or(usize::MAX));
         store.set_epoch_deadline(1);
         store.epoch_deadline_async_yield_and_update(1);
         store

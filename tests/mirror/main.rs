@@ -16,3 +16,4 @@ mod pass;
 mod plugins;
 mod restore;
 mod wasm;
+mod wat_copier;

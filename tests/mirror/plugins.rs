@@ -81,28 +81,40 @@ async fn example_copiers_mirror_a_readable_verified_copy() {
     }
 }
 
-/// A source whose target runs the hostile copier in `mode`, with limits.
-async fn hostile(mode: &str) -> (Source, String, tempfile::TempDir, Arc<PluginSet>) {
-    let plugins_dir = plugin_dir(&["hostile-copier"]);
-    let plugins = load(plugins_dir.path(), &[]).await;
+/// A source whose target runs `plugin` from `plugins_dir` with `mode`,
+/// a 32 MiB memory cap and a 2 s call timeout.
+async fn hostile_in(
+    plugins_dir: &std::path::Path,
+    plugin: &str,
+    mode: &str,
+) -> (Source, String, tempfile::TempDir, Arc<PluginSet>) {
+    let plugins = load(plugins_dir, &[]).await;
     let dest_dir = tempfile::tempdir().unwrap();
     let dest = format!("file://{}/copy", dest_dir.path().display());
     let extra = format!(
         "[database.mirror.targets.t.copier_config]\nmode = \"{mode}\"\n\
-         [plugins.hostile-copier]\nmemory_mib = 32\ncall_timeout = \"2s\"\n"
+         [plugins.{plugin}]\nmemory_mib = 32\ncall_timeout = \"2s\"\n"
     );
-    let source = Source::new(&target(&dest, "hostile-copier", &extra), 2).await;
+    let source = Source::new(&target(&dest, plugin, &extra), 2).await;
     (source, dest, dest_dir, plugins)
 }
 
 async fn hostile_error(mode: &str) -> (String, Source, String) {
-    let (source, dest, _dir, plugins) = hostile(mode).await;
+    let plugins_dir = plugin_dir(&["hostile-copier"]);
+    failed_pass(plugins_dir.path(), "hostile-copier", mode).await
+}
+
+/// One pass through `plugin`, which must fail naming the plugin and
+/// commit nothing; returns the error.
+async fn failed_pass(
+    plugins_dir: &std::path::Path,
+    plugin: &str,
+    mode: &str,
+) -> (String, Source, String) {
+    let (source, dest, _dir, plugins) = hostile_in(plugins_dir, plugin, mode).await;
     let err = sync(&source, &plugins).await.unwrap_err().to_string();
-    eprintln!("{mode}: {err}");
-    assert!(
-        err.contains("hostile-copier"),
-        "the error names the plugin: {err}"
-    );
+    eprintln!("{plugin} {mode}: {}", &err[..err.len().min(2000)]);
+    assert!(err.contains(plugin), "the error names the plugin: {err}");
     assert!(
         db::objects(&dest, "manifest").await.is_empty(),
         "a failed batch commits nothing"
@@ -441,6 +453,96 @@ async fn a_corrupted_copy_with_the_right_size_is_caught_on_s3() {
     );
 }
 
+/// A call that traps or times out mid-upload leaves no unfinished
+/// multipart upload at the destination (which would be billed for its
+/// parts until a lifecycle rule removed it): the host aborts it. The
+/// control shows the listing finds an upload that was left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_cut_off_by_a_trap_or_timeout_is_aborted() {
+    use crate::common::{BUCKET, FileRoot, endpoint, s3_bucket_store, s3_env, sleet_env};
+    use object_store::ObjectStoreExt;
+    let Some(endpoint) = endpoint() else { return };
+    let env = s3_env(&endpoint);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+
+    let control = crate::common::unique_prefix("left-upload");
+    let store = s3_bucket_store(&endpoint, BUCKET);
+    let mut left = store
+        .put_multipart(&object_store::path::Path::from(format!(
+            "{control}/big.sst"
+        )))
+        .await
+        .unwrap();
+    left.put_part(vec![0u8; 5 * 1024 * 1024].into())
+        .await
+        .unwrap();
+    assert_eq!(
+        unfinished_uploads(&endpoint, &control).await,
+        1,
+        "the control"
+    );
+    left.abort().await.unwrap();
+
+    let plugins_dir = plugin_dir(&["hostile-copier"]);
+    for mode in ["upload-then-trap", "upload-then-hang"] {
+        let prefix = crate::common::unique_prefix(mode);
+        let data = tempfile::tempdir().unwrap();
+        let source = format!("file://{}/source", data.path().display());
+        db::seed(&source, 2).await;
+        let root = FileRoot::new();
+        let extra = format!(
+            "[database.mirror.targets.t.copier_config]\nmode = \"{mode}\"\n\
+             [plugins.hostile-copier]\nmemory_mib = 32\ncall_timeout = \"3s\"\n"
+        );
+        let dest = format!("s3://{BUCKET}/{prefix}/copy");
+        root.write("sleet.toml", &target(&dest, "hostile-copier", &extra));
+        let registered = sleet_env(&["register", &root.url(), &source], &env);
+        assert!(registered.status.success());
+        let out = sleet_env(
+            &[
+                "mirror",
+                "sync",
+                &root.url(),
+                &source,
+                "t",
+                "--plugin-dir",
+                plugins_dir.path().to_str().unwrap(),
+            ],
+            &env,
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{mode}: {stderr}");
+        assert!(stderr.contains("hostile-copier"), "{mode}: {stderr}");
+        let mut left = unfinished_uploads(&endpoint, &prefix).await;
+        for _ in 0..50 {
+            if left == 0 {
+                break;
+            }
+            crate::harness::pause(100).await;
+            left = unfinished_uploads(&endpoint, &prefix).await;
+        }
+        assert_eq!(left, 0, "{mode}: unfinished uploads under {prefix}");
+    }
+}
+
+/// Unfinished multipart uploads under `prefix` in the test bucket, from
+/// the server's own listing (`ListMultipartUploads`, which the local
+/// server answers without a signature).
+async fn unfinished_uploads(endpoint: &str, prefix: &str) -> usize {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
+    let request = format!(
+        "GET /{}?uploads&prefix={prefix} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n",
+        crate::common::BUCKET
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).await.unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    reply.matches("<UploadId>").count()
+}
+
 /// The compile cache is trusted only when it is private and its entries
 /// carry this node's tag: a planted entry under the right name is
 /// recompiled over, never loaded; a shared or symlinked directory is not
@@ -526,36 +628,89 @@ async fn a_plugin_cannot_make_the_host_hold_or_do_without_bound() {
     source.stop().await;
 }
 
-/// The largest of the hostile classes in a real `sleet run` process: a
-/// copier that opens writers and feeds them without finishing (and
-/// others that lie about copies or flood requests) beside an honest
-/// target. The process stays up, its resident memory stays under 512 MiB
-/// (two calls of a 64 MiB plugin hold at most 256 MiB of plugin memory
-/// and host buffers), every hostile target shows its failure in status,
-/// and the honest one keeps mirroring.
+/// Attacks written by hand in WebAssembly text, where no Rust guest can
+/// go: results aliasing one string (48 MiB to lift from a 32 MiB
+/// plugin, under wasmtime's own 128 MiB default, so only the host's
+/// tighter bound stops it), three linear memories, a table grown
+/// without end. Each fails its pass naming the plugin, commits nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_written_attacks_stop_at_the_hosts_bounds() {
+    use crate::wat_copier::{Attack, install};
+    for (attack, refusal) in [
+        (Attack::Alias(48), "too much data is being copied"),
+        (Attack::Memories, "memory count too high"),
+        (Attack::Table, "growing table to 100001"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        install(dir.path(), "wat-copier", attack);
+        let (err, source, _) = failed_pass(dir.path(), "wat-copier", "-").await;
+        assert!(err.contains(refusal), "{attack:?}: {err}");
+        source.stop().await;
+    }
+}
+
+/// Every hostile class at once in a real `sleet run` process, beside an
+/// honest target: copiers that hold writers open, lie, write half an
+/// object or another name, flood requests or the log, return a 16 MiB
+/// error, alias one string across results, declare three memories or
+/// grow a table without end. The process stays up, its resident memory
+/// stays under 512 MiB (two calls of a 64 MiB plugin hold at most 256
+/// MiB of plugin memory and host buffers), every hostile target shows
+/// its failure in status, none commits, and the honest one keeps
+/// mirroring.
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_node_stays_up_and_bounded_beside_hostile_copiers() {
     use crate::common::json;
+    use crate::wat_copier::{Attack, install};
     let plugins = plugin_dir(&["hostile-copier"]);
+    for (name, attack) in [
+        ("wat-alias", Attack::Alias(100)),
+        ("wat-memories", Attack::Memories),
+        ("wat-table", Attack::Table),
+    ] {
+        install(plugins.path(), name, attack);
+    }
+    // (target, plugin, mode, what its status warning says)
+    let hostile_targets = [
+        (
+            "writers",
+            "hostile-copier",
+            "writers",
+            "writers may be open at once",
+        ),
+        (
+            "lies",
+            "hostile-copier",
+            "lie",
+            "the destination has no such object",
+        ),
+        ("partial", "hostile-copier", "partial", "bytes, the source"),
+        ("swap", "hostile-copier", "swap", "the destination has"),
+        ("flood", "hostile-copier", "flood", "request budget spent"),
+        ("logs", "hostile-copier", "logs", "logged"),
+        ("huge-error", "hostile-copier", "huge-error", "EEE..."),
+        ("alias", "wat-alias", "-", "too much data is being copied"),
+        ("memories", "wat-memories", "-", "memory count too high"),
+        ("table", "wat-table", "-", "growing table to"),
+    ];
     let dest_dir = tempfile::tempdir().unwrap();
     let url = |name: &str| format!("file://{}/{name}", dest_dir.path().display());
-    let hostile = |name: &str, mode: &str| {
-        format!(
-            "[database.mirror.targets.{name}]\nurl = \"{}\"\ncopier = \"plugin:hostile-copier\"\n\
+    let mut config = format!(
+        "[database.mirror.targets.good]\nurl = \"{}\"\npoll = \"200ms\"\n",
+        url("good")
+    );
+    for (name, plugin, mode, _) in hostile_targets {
+        config += &format!(
+            "[database.mirror.targets.{name}]\nurl = \"{}\"\ncopier = \"plugin:{plugin}\"\n\
              poll = \"200ms\"\ncopy_parallelism = 2\n\
              [database.mirror.targets.{name}.copier_config]\nmode = \"{mode}\"\n",
             url(name)
-        )
-    };
-    let config = format!(
-        "[database.mirror.targets.good]\nurl = \"{}\"\npoll = \"200ms\"\n{}{}{}\
-         [plugins.hostile-copier]\nmemory_mib = 64\ncall_timeout = \"5s\"\n",
-        url("good"),
-        hostile("writers", "writers"),
-        hostile("lies", "lie"),
-        hostile("flood", "flood"),
-    );
+        );
+    }
+    for plugin in ["hostile-copier", "wat-alias", "wat-memories", "wat-table"] {
+        config += &format!("[plugins.{plugin}]\nmemory_mib = 64\ncall_timeout = \"5s\"\n");
+    }
     let mut source = Source::new(&config, 3).await;
     let mut node = std::process::Command::new(env!("CARGO_BIN_EXE_sleet"))
         .args([
@@ -582,13 +737,23 @@ async fn a_real_node_stays_up_and_bounded_beside_hostile_copiers() {
             .unwrap_or(0)
             / 1024
     };
+    let all_failing = |status: &str| {
+        let warnings = json(status)["warnings"].to_string();
+        hostile_targets.iter().all(|(name, _, _, why)| {
+            warnings.contains(&format!("mirror target {name} of")) && warnings.contains(why)
+        })
+    };
     let mut peak = 0;
     let started = std::time::Instant::now();
     let mut seen = String::new();
-    while started.elapsed() < std::time::Duration::from_secs(20) {
+    while started.elapsed() < std::time::Duration::from_secs(20) || !all_failing(&seen) {
         assert!(
             node.try_wait().unwrap().is_none(),
             "the node exited beside hostile plugins"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "every hostile target shows its failure: {seen}"
         );
         peak = peak.max(rss_mib(node.id()));
         crate::harness::pause(200).await;
@@ -613,21 +778,10 @@ async fn a_real_node_stays_up_and_bounded_beside_hostile_copiers() {
     assert!(node.wait().unwrap().success(), "a clean stop after it all");
     eprintln!("peak resident memory beside hostile copiers: {peak} MiB");
     assert!(peak > 0 && peak < 512, "peak RSS {peak} MiB");
-    let warnings = json(&seen)["warnings"].to_string();
-    for (target, why) in [
-        ("writers", "writers may be open at once"),
-        ("lies", "the destination has no such object"),
-        ("flood", "request budget spent"),
-    ] {
+    for (name, ..) in hostile_targets {
         assert!(
-            warnings.contains(&format!("mirror target {target} of")) && warnings.contains(why),
-            "{target}: {warnings}"
-        );
-    }
-    for target in ["writers", "lies", "flood"] {
-        assert!(
-            db::objects(&url(target), "manifest").await.is_empty(),
-            "{target}"
+            db::objects(&url(name), "manifest").await.is_empty(),
+            "{name} committed"
         );
     }
     source.stop().await;

@@ -169,6 +169,22 @@ impl Guest for Hostile {
                 };
                 fail_all(&paths, refusal)
             }
+            // Writes 12 MiB to one object (past the host's 10 MiB buffer, so
+            // a multipart upload starts), then traps or never returns.
+            "upload-then-trap" | "upload-then-hang" => {
+                let writer = dst.open_write(&paths[0]).expect("a writer in the batch");
+                let chunk = vec![3u8; 1024 * 1024];
+                for _ in 0..12 {
+                    writer.write(&chunk).expect("the host takes the chunk");
+                }
+                if mode == "upload-then-trap" {
+                    panic!("hostile copier traps mid-upload");
+                }
+                let mut n: u64 = 0;
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+            }
             // HEADs one object until the host refuses; reports the refusal.
             "flood" => {
                 let refusal = loop {
