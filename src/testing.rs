@@ -192,6 +192,7 @@ fn mix64(mut z: u64) -> u64 {
 /// failing run replays.
 #[derive(Debug, Clone)]
 pub struct Chaos {
+    seed: u64,
     state: u64,
 }
 
@@ -206,7 +207,17 @@ impl Chaos {
                     .map_or(0, |d| d.as_nanos() as u64)
             });
         eprintln!("chaos seed {seed} (SLEET_CHAOS_SEED={seed} replays it)");
-        Chaos { state: seed }
+        Chaos::with_seed(seed)
+    }
+
+    /// A generator of its own, for one part of a seeded run.
+    pub fn with_seed(seed: u64) -> Chaos {
+        Chaos { seed, state: seed }
+    }
+
+    /// The seed this generator started from.
+    pub fn seed(&self) -> u64 {
+        self.seed
     }
 
     pub fn draw(&mut self) -> u64 {

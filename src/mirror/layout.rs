@@ -95,6 +95,22 @@ pub fn checkpoint_live(checkpoint: &slatedb::Checkpoint, now: DateTime<Utc>) -> 
     checkpoint.expire_time.is_none_or(|expires| expires > now)
 }
 
+/// How far the clocks of whoever writes a destination (a pass, a prune)
+/// and whoever later reads it (a restore, a verify) may disagree. A
+/// checkpoint's expiry is a wall-clock time, so a pass on a node whose
+/// clock runs ahead would judge a checkpoint expired that a restore
+/// moments later still finds live, and refuse the restore point for the
+/// manifest it pins (found by the S3 chaos suite with one clock 2 s
+/// ahead). Writers keep what checkpoints pin for this long after they
+/// expire; readers judge by their own clock.
+pub const CLOCK_MARGIN: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
+
+/// The manifests a writer of the destination keeps for `head`: pinned by
+/// checkpoints live at `now` or expired within [`CLOCK_MARGIN`].
+pub fn kept_pins(head: &VersionedManifest, now: DateTime<Utc>) -> BTreeSet<u64> {
+    live_pins(head, now - CLOCK_MARGIN)
+}
+
 /// The manifests pinned by `head`'s live checkpoints, other than itself.
 pub fn live_pins(head: &VersionedManifest, now: DateTime<Utc>) -> BTreeSet<u64> {
     head.checkpoints()

@@ -24,7 +24,7 @@ use uuid::Uuid;
 
 use super::MirrorError;
 use super::layout::{
-    COMPACTED_DIR, ObjectFloor, live_pins, manifest_name, manifest_objects, pin_name,
+    COMPACTED_DIR, ObjectFloor, kept_pins, live_pins, manifest_name, manifest_objects, pin_name,
     unsupported_source,
 };
 use super::proof::{Checked, check_copies};
@@ -220,11 +220,19 @@ impl MirrorPair {
     ) -> Result<Result<Closure, String>, MirrorError> {
         let mut manifests = BTreeMap::new();
         let mut objects = manifest_objects(&head);
-        for id in live_pins(&head, Utc::now()) {
-            let Some(pinned) = read_manifest(&self.source, id).await? else {
-                return Ok(Err(
-                    "a live checkpoint's pinned manifest vanished mid-diff".into()
-                ));
+        let now = Utc::now();
+        let live = live_pins(&head, now);
+        for id in kept_pins(&head, now) {
+            let pinned = match read_manifest(&self.source, id).await? {
+                Some(pinned) => pinned,
+                None if live.contains(&id) => {
+                    return Ok(Err(
+                        "a live checkpoint's pinned manifest vanished mid-diff".into()
+                    ));
+                }
+                // Its checkpoint expired and source GC took it: no reader
+                // will look for it.
+                None => continue,
             };
             objects.extend(manifest_objects(&pinned));
             manifests.insert(id, pinned);

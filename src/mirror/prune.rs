@@ -17,8 +17,8 @@ use object_store::ObjectStoreExt;
 
 use super::MirrorError;
 use super::layout::{
-    COMPACTED_DIR, MANIFEST_DIR, WAL_DIR, checkpoint_live, manifest_name, manifest_objects,
-    parse_manifest_file, parse_wal_file, pin_name,
+    CLOCK_MARGIN, COMPACTED_DIR, MANIFEST_DIR, WAL_DIR, checkpoint_live, manifest_name,
+    manifest_objects, parse_manifest_file, parse_wal_file, pin_name,
 };
 use super::pass::{MirrorPair, list_dir, read_latest, read_manifest};
 use crate::store::StoreRoot;
@@ -126,7 +126,10 @@ impl MirrorPair {
                     manifest
                         .checkpoints()
                         .iter()
-                        .filter(|c| checkpoint_live(c, now) && listed.contains_key(&c.manifest_id))
+                        .filter(|c| {
+                            checkpoint_live(c, now - CLOCK_MARGIN)
+                                && listed.contains_key(&c.manifest_id)
+                        })
                         .map(|c| c.manifest_id),
                 );
                 decoded.insert(id, manifest);

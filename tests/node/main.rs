@@ -8,6 +8,8 @@ mod cluster;
 mod common;
 mod db;
 mod outside;
+mod proxy;
+mod s3_chaos;
 mod system;
 
 /// Tests whose timing bounds assume the machine is not also running the

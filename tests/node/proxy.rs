@@ -1,0 +1,278 @@
+//! A fault-injecting HTTP proxy in front of the local S3 server. Each
+//! client that the chaos suite disturbs (a `sleet run` process, a
+//! writer) talks to the store through its own proxy, so faults are real
+//! HTTP failures that object_store's and SlateDB's retries see exactly as
+//! they would in production:
+//!
+//! - an error reply (503 SlowDown) before the request reaches the store;
+//! - a reply lost after the store applied the request (the connection
+//!   drops before the answer): a PUT happened, the client thinks it failed;
+//! - latency before forwarding;
+//! - a cut-off: every request dropped, as when a node loses the store while
+//!   the others keep it.
+//!
+//! Draws come from a seeded generator, so a seed replays the same faults
+//! for the same sequence of requests.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use sleet::testing::Chaos;
+
+/// What one proxy does to the requests through it; all settings start off.
+#[derive(Debug)]
+pub struct ProxyFaults {
+    chaos: Mutex<Chaos>,
+    error_per_mille: AtomicU64,
+    lost_reply_per_mille: AtomicU64,
+    max_latency_ms: AtomicU64,
+    cut_off: AtomicBool,
+    pub counts: FaultCounts,
+}
+
+/// How many of each fault a proxy injected, and how many requests it saw.
+#[derive(Debug, Default)]
+pub struct FaultCounts {
+    pub requests: AtomicU64,
+    pub errors: AtomicU64,
+    pub lost_replies: AtomicU64,
+    pub cut_off: AtomicU64,
+}
+
+impl FaultCounts {
+    pub fn add(&self, other: &FaultCounts) {
+        for (mine, theirs) in [
+            (&self.requests, &other.requests),
+            (&self.errors, &other.errors),
+            (&self.lost_replies, &other.lost_replies),
+            (&self.cut_off, &other.cut_off),
+        ] {
+            mine.fetch_add(theirs.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+    }
+
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}
+
+/// The fate of one request.
+enum Fate {
+    Error,
+    LoseReply,
+    Forward,
+}
+
+impl ProxyFaults {
+    fn new(seed: u64) -> Self {
+        ProxyFaults {
+            chaos: Mutex::new(Chaos::with_seed(seed)),
+            error_per_mille: AtomicU64::new(0),
+            lost_reply_per_mille: AtomicU64::new(0),
+            max_latency_ms: AtomicU64::new(0),
+            cut_off: AtomicBool::new(false),
+            counts: FaultCounts::default(),
+        }
+    }
+
+    /// Errors and lost replies per 1000 requests, and a latency ceiling.
+    pub fn set(&self, error_per_mille: u64, lost_reply_per_mille: u64, max_latency: Duration) {
+        self.error_per_mille
+            .store(error_per_mille, Ordering::Relaxed);
+        self.lost_reply_per_mille
+            .store(lost_reply_per_mille, Ordering::Relaxed);
+        self.max_latency_ms
+            .store(max_latency.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    pub fn cut_off(&self, cut: bool) {
+        self.cut_off.store(cut, Ordering::Relaxed);
+    }
+
+    /// No faults: every request goes through at once.
+    pub fn clear(&self) {
+        self.set(0, 0, Duration::ZERO);
+        self.cut_off(false);
+    }
+
+    fn draw(&self) -> u64 {
+        self.chaos.lock().unwrap().draw()
+    }
+
+    fn latency(&self) -> Duration {
+        let max = self.max_latency_ms.load(Ordering::Relaxed);
+        if max == 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_millis(self.draw() % max)
+    }
+
+    fn fate(&self) -> Fate {
+        let roll = self.draw() % 1000;
+        let errors = self.error_per_mille.load(Ordering::Relaxed);
+        let lost = self.lost_reply_per_mille.load(Ordering::Relaxed);
+        if roll < errors {
+            Fate::Error
+        } else if roll < errors + lost {
+            Fate::LoseReply
+        } else {
+            Fate::Forward
+        }
+    }
+}
+
+/// A running proxy; stops when dropped.
+pub struct FaultProxy {
+    pub endpoint: String,
+    pub faults: Arc<ProxyFaults>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl FaultProxy {
+    /// A proxy on a free loopback port forwarding to `upstream`
+    /// (`http://127.0.0.1:PORT`), with faults drawn from `seed`.
+    pub async fn start(upstream: &str, seed: u64) -> FaultProxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address: SocketAddr = listener.local_addr().unwrap();
+        let faults = Arc::new(ProxyFaults::new(seed));
+        let forward = Arc::new(Forward {
+            upstream: upstream.trim_end_matches('/').to_string(),
+            client: reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .expect("an HTTP client"),
+            faults: faults.clone(),
+        });
+        let server = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let forward = forward.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |request| {
+                        let forward = forward.clone();
+                        async move { forward.handle(request).await }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        FaultProxy {
+            endpoint: format!("http://{address}"),
+            faults,
+            server,
+        }
+    }
+}
+
+/// Why a connection was dropped without an answer.
+#[derive(Debug)]
+struct Dropped(&'static str);
+
+impl std::fmt::Display for Dropped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for Dropped {}
+
+struct Forward {
+    upstream: String,
+    client: reqwest::Client,
+    faults: Arc<ProxyFaults>,
+}
+
+impl Forward {
+    /// One request's fate: an `Err` makes hyper drop the connection
+    /// without a reply, which the client sees as a transport error.
+    async fn handle(&self, request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Dropped> {
+        let counts = &self.faults.counts;
+        counts.requests.fetch_add(1, Ordering::Relaxed);
+        if self.faults.cut_off.load(Ordering::Relaxed) {
+            counts.cut_off.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            return Err(Dropped("cut off from the store"));
+        }
+        tokio::time::sleep(self.faults.latency()).await;
+        match self.faults.fate() {
+            Fate::Error => {
+                counts.errors.fetch_add(1, Ordering::Relaxed);
+                Ok(slow_down())
+            }
+            Fate::LoseReply => {
+                let _applied = self.send(request).await;
+                counts.lost_replies.fetch_add(1, Ordering::Relaxed);
+                Err(Dropped("the reply was lost"))
+            }
+            Fate::Forward => match self.send(request).await {
+                Some(response) => Ok(response),
+                None => Err(Dropped("the store did not answer")),
+            },
+        }
+    }
+
+    /// Forwards the request as it came and returns the store's answer.
+    async fn send(&self, request: Request<Incoming>) -> Option<Response<Full<Bytes>>> {
+        let (parts, body) = request.into_parts();
+        let body = body.collect().await.ok()?.to_bytes();
+        let path = parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/");
+        let mut forwarded = self
+            .client
+            .request(parts.method, format!("{}{path}", self.upstream))
+            .body(body);
+        for (name, value) in &parts.headers {
+            if !is_hop_by_hop(name.as_str()) {
+                forwarded = forwarded.header(name, value);
+            }
+        }
+        let reply = forwarded.send().await.ok()?;
+        let mut response = Response::builder().status(reply.status());
+        for (name, value) in reply.headers() {
+            if !is_hop_by_hop(name.as_str()) {
+                response = response.header(name, value);
+            }
+        }
+        let body = reply.bytes().await.ok()?;
+        response.body(Full::new(body)).ok()
+    }
+}
+
+fn is_hop_by_hop(header: &str) -> bool {
+    matches!(
+        header,
+        "connection" | "transfer-encoding" | "keep-alive" | "host"
+    )
+}
+
+/// The answer S3 gives when it sheds load; clients retry it.
+fn slow_down() -> Response<Full<Bytes>> {
+    let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
+        <Error><Code>SlowDown</Code><Message>injected by the chaos proxy</Message></Error>";
+    Response::builder()
+        .status(StatusCode::SERVICE_UNAVAILABLE)
+        .header("content-type", "application/xml")
+        .body(Full::new(Bytes::from(body)))
+        .expect("a static response")
+}
