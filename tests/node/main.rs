@@ -11,6 +11,7 @@ mod outside;
 mod proxy;
 mod s3_chaos;
 mod system;
+mod takeover;
 
 /// Tests whose timing bounds assume the machine is not also running the
 /// other heavy tests (the chaos rounds, real multi-process fleets) hold

@@ -15,8 +15,9 @@
 //! SlateDB's defaults (its own compactor and GC) was never fenced.
 //!
 //! `SLEET_CHAOS_SEED=<n>` replays a run (the seed is printed);
-//! `SLEET_CHAOS_ROUNDS=<n>` sets the round count (`scripts/soak` runs
-//! many). The figures it prints go to `docs/reliability.md`.
+//! `SLEET_CHAOS_ROUNDS=<n>` sets the round count and
+//! `SLEET_CHAOS_MINUTES=<m>` a wall-clock bound (`scripts/soak` sets
+//! both). The figures it prints go to `docs/reliability.md`.
 
 use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
@@ -104,15 +105,22 @@ interval = "3s"
 /// The suite's knobs, from the environment.
 struct Plan {
     rounds: usize,
+    /// No new round starts after this long (a soak's wall-clock bound).
+    until: Option<Instant>,
 }
 
 impl Plan {
     fn from_env() -> Plan {
-        let rounds = std::env::var("SLEET_CHAOS_ROUNDS")
-            .ok()
-            .and_then(|r| r.parse().ok())
-            .unwrap_or(DEFAULT_ROUNDS);
-        Plan { rounds }
+        let number = |name: &str| std::env::var(name).ok().and_then(|r| r.parse::<u64>().ok());
+        Plan {
+            rounds: number("SLEET_CHAOS_ROUNDS").map_or(DEFAULT_ROUNDS, |r| r as usize),
+            until: number("SLEET_CHAOS_MINUTES")
+                .map(|m| Instant::now() + Duration::from_secs(60 * m)),
+        }
+    }
+
+    fn another_round(&self, done: usize) -> bool {
+        done < self.rounds && self.until.is_none_or(|until| Instant::now() < until)
     }
 }
 
@@ -129,15 +137,17 @@ fn faketime_library() -> Option<String> {
 }
 
 /// One `sleet run` process and the proxy it reaches the store through.
-struct Node {
-    id: String,
-    proxy: FaultProxy,
-    child: Option<Child>,
-    log: std::path::PathBuf,
+pub struct Node {
+    pub id: String,
+    pub proxy: FaultProxy,
+    /// `--services`, when the node runs only some.
+    pub services: Option<&'static str>,
+    pub child: Option<Child>,
+    pub log: std::path::PathBuf,
 }
 
 impl Node {
-    fn spawn(&mut self, root: &str) {
+    pub fn spawn(&mut self, root: &str) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -150,6 +160,9 @@ impl Node {
             .env("RUST_LOG", "warn,sleet=info")
             .stdout(Stdio::null())
             .stderr(log);
+        if let Some(services) = self.services {
+            command.args(["--services", services]);
+        }
         if self.id == SKEWED
             && let Some(library) = faketime_library()
         {
@@ -162,14 +175,14 @@ impl Node {
     }
 
     /// SIGKILL: no shutdown, no cleanup, SlateDB's own tasks die too.
-    fn kill(&mut self) {
+    pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
     }
 
-    fn running(&mut self) -> bool {
+    pub fn running(&mut self) -> bool {
         match &mut self.child {
             Some(child) => {
                 let exited = child.try_wait().unwrap();
@@ -185,7 +198,7 @@ impl Node {
         }
     }
 
-    fn tail(&self) -> String {
+    pub fn tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().rev().take(30).collect();
         lines.into_iter().rev().collect::<Vec<_>>().join("\n")
@@ -385,7 +398,7 @@ fn holes(keys: &[String], found: &[bool]) -> Vec<String> {
     lacking(&keys[..last], &found[..last])
 }
 
-fn cli(args: &[&str], endpoint: &str) -> std::process::Output {
+pub fn cli(args: &[&str], endpoint: &str) -> std::process::Output {
     let env = s3_env(endpoint);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     sleet_env(args, &env)
@@ -450,6 +463,7 @@ async fn real_kills_lost_replies_and_partitions_on_s3_lose_nothing() {
         let mut node = Node {
             id: id.to_string(),
             proxy: FaultProxy::start(&endpoint, chaos.draw()).await,
+            services: None,
             child: None,
             log: logs.path().join(format!("{id}.log")),
         };
@@ -458,7 +472,8 @@ async fn real_kills_lost_replies_and_partitions_on_s3_lose_nothing() {
     }
 
     let mut tally = Tally::default();
-    for round in 0..plan.rounds {
+    let mut round = 0;
+    while plan.another_round(round) {
         for (i, proxy) in writer_proxies.iter().enumerate() {
             // The writer that keeps SlateDB's defaults must survive, so it
             // gets only faults that are not applied-and-lost writes.
@@ -498,6 +513,7 @@ async fn real_kills_lost_replies_and_partitions_on_s3_lose_nothing() {
             checking.elapsed().as_secs_f64()
         );
         tally.rounds += 1;
+        round += 1;
     }
 
     let counts = FaultCounts::default();
