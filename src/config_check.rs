@@ -6,13 +6,17 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::config::{FleetConfig, parse_database_config, parse_fleet_config};
+use crate::config::{
+    DatabaseConfig, FleetConfig, hazards, parse_database_config, parse_fleet_config,
+};
 use crate::root::CONFIG_FILE;
 
-/// The verdict on each checked file, in the order given.
+/// The verdict on each checked file, in the order given, and the
+/// hazards (valid settings that can stall or lose work) in each.
 #[derive(Debug, Default)]
 pub struct CheckReport {
     pub results: Vec<(PathBuf, Result<(), String>)>,
+    pub warnings: Vec<(PathBuf, String)>,
 }
 
 impl CheckReport {
@@ -28,6 +32,9 @@ impl CheckReport {
                 Ok(()) => writeln!(out, "ok: {}", path.display()),
                 Err(problem) => writeln!(out, "error: {}: {problem}", path.display()),
             };
+        }
+        for (path, warning) in &self.warnings {
+            let _ = writeln!(out, "warning: {}: {warning}", path.display());
         }
         out
     }
@@ -65,19 +72,25 @@ pub fn check_files(files: &[PathBuf], fleet: Option<&Path>) -> CheckReport {
         None => Some(FleetConfig::default()),
     };
     for file in files {
-        let result = if is_fleet_file(file) {
-            check_fleet(file).map(drop)
+        let checked = if is_fleet_file(file) {
+            check_fleet(file).map(|fleet| fleet.resolve_database(&DatabaseConfig::default()))
         } else {
             match &base {
                 Some(fleet) => read(file).and_then(|text| {
                     parse_database_config(fleet, &text)
-                        .map(drop)
+                        .map(|db| fleet.resolve_database(&db))
                         .map_err(|e| e.to_string())
                 }),
                 None => Err("not checked: the fleet config it is laid over is invalid".into()),
             }
         };
-        report.results.push((file.clone(), result));
+        if let Ok(settings) = &checked {
+            let found = hazards(settings, None);
+            report
+                .warnings
+                .extend(found.into_iter().map(|w| (file.clone(), w)));
+        }
+        report.results.push((file.clone(), checked.map(drop)));
     }
     report
 }

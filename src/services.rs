@@ -198,7 +198,7 @@ impl DatabaseHandle {
     /// SlateDB's GC boundary files need it, and `file://` and HTTP stores
     /// cannot.
     pub fn supports_conditional_update(&self) -> bool {
-        !(self.url.starts_with("file:") || self.url.starts_with("http"))
+        crate::store::updates_in_place(&self.url)
     }
 
     fn slatedb_error(&self, source: slatedb::Error) -> ServiceError {

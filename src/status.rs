@@ -263,6 +263,7 @@ pub fn derive_status(
         .iter()
         .map(|(url, file)| {
             let settings = view.fleet.resolve_database(file);
+            warnings.extend(crate::config::hazards(&settings, Some(url)));
             let assignments = database_assignments(url, &settings, &live, hash);
             warnings.extend(plugin_warnings(
                 url,

@@ -16,6 +16,13 @@ use object_store::path::Path;
 /// (`If-None-Match` / `If-Match`), so they cannot be turned off.
 const S3_REQUIRED_OPTIONS: [(&str, &str); 1] = [("aws_conditional_put", "etag")];
 
+/// Whether the store at `url` can update an object in place with
+/// `If-Match` (SlateDB's GC boundary files need it): `file://` and HTTP
+/// stores cannot.
+pub fn updates_in_place(url: &str) -> bool {
+    !(url.starts_with("file:") || url.starts_with("http"))
+}
+
 /// Opens the store a canonical URL points into, and the path of the URL
 /// inside that store.
 pub fn open_url(canonical_url: &str) -> Result<(Arc<dyn ObjectStore>, Path), object_store::Error> {

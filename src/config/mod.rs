@@ -13,10 +13,12 @@
 
 mod checks;
 mod files;
+mod hazards;
 mod resolve;
 
 pub use checks::*;
 pub use files::*;
+pub use hazards::*;
 pub use resolve::*;
 
 #[cfg(test)]

@@ -499,3 +499,43 @@ fn outside_compactor_settings_default_layer_and_check() {
         "{typo:?}"
     );
 }
+
+#[test]
+fn a_short_manifest_min_age_without_boundary_files_is_a_hazard() {
+    let settings = |toml: &str| {
+        parse_fleet_config(toml)
+            .unwrap()
+            .resolve_database(&DatabaseConfig::default())
+    };
+    let defaults = settings("");
+    assert!(hazards(&defaults, None).is_empty());
+    assert!(hazards(&defaults, Some("file:///data/db")).is_empty());
+
+    let short = settings("[database.gc.manifest]\nmin_age = \"1s\"");
+    let on_file = hazards(&short, Some("file:///data/db"));
+    assert_eq!(on_file.len(), 1, "{on_file:?}");
+    assert!(
+        on_file[0].contains("gc.manifest.min_age = 1s")
+            && on_file[0].contains("file:///data/db")
+            && on_file[0].contains("at least 1m"),
+        "{on_file:?}"
+    );
+    assert_eq!(hazards(&short, None).len(), 1, "any store may lack them");
+    assert!(
+        hazards(&short, Some("s3://bucket/db")).is_empty(),
+        "S3 has boundary files"
+    );
+
+    let forced_off =
+        settings("[database.gc]\nboundary_files = false\n[database.gc.manifest]\nmin_age = \"1s\"");
+    assert_eq!(hazards(&forced_off, Some("s3://bucket/db")).len(), 1);
+    let at_floor = settings("[database.gc.manifest]\nmin_age = \"1m\"");
+    assert!(hazards(&at_floor, Some("file:///data/db")).is_empty());
+    let no_gc = settings(
+        "[database]\nservices = [\"compactor-coordinator\"]\n[database.gc.manifest]\nmin_age = \"1s\"",
+    );
+    assert!(
+        hazards(&no_gc, Some("file:///data/db")).is_empty(),
+        "GC does not run"
+    );
+}

@@ -442,7 +442,14 @@ async fn a_cluster_compacts_collects_and_fails_over() {
     .await;
     let status = cluster.status().await;
     assert_eq!(status.nodes.iter().filter(|n| n.live).count(), 3);
-    assert!(status.warnings.is_empty(), "{:?}", status.warnings);
+    // The only warnings are the hazard of these fast test settings: a
+    // one-second manifest `min_age` on file://, once per database.
+    let (hazards, others): (Vec<_>, Vec<_>) = status
+        .warnings
+        .iter()
+        .partition(|w| w.contains("gc.manifest.min_age = 1s") && w.contains("file://"));
+    assert!(others.is_empty(), "{others:?}");
+    assert_eq!(hazards.len(), dbs.len(), "{hazards:?}");
 
     seeded.assert_compacted_and_collected().await;
     let queues = cluster

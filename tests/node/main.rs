@@ -7,6 +7,7 @@ mod cluster;
 #[path = "../core/common.rs"]
 mod common;
 mod db;
+mod min_age;
 mod outside;
 mod proxy;
 mod s3_chaos;
