@@ -411,7 +411,7 @@ async fn copies_a_plugin_only_claims_are_caught_before_commit() {
 /// real binary.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupted_copy_with_the_right_size_is_caught_on_s3() {
-    use crate::common::{BUCKET, FileRoot, endpoint, s3_env, sleet_env, unique_prefix};
+    use crate::common::{BUCKET, FileRoot, endpoint, unique_prefix};
     let Some(endpoint) = endpoint() else { return };
     let plugins_dir = plugin_dir(&["hostile-copier"]);
     let prefix = unique_prefix("corrupt");
@@ -427,24 +427,7 @@ async fn a_corrupted_copy_with_the_right_size_is_caught_on_s3() {
             "[database.mirror.targets.t.copier_config]\nmode = \"corrupt\"\n",
         ),
     );
-    let env = s3_env(&endpoint);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let registered = sleet_env(&["register", &root.url(), &source, "--no-check"], &env);
-    assert!(registered.status.success());
-    let out = sleet_env(
-        &[
-            "mirror",
-            "sync",
-            &root.url(),
-            &source,
-            "t",
-            "--plugin-dir",
-            plugins_dir.path().to_str().unwrap(),
-        ],
-        &env,
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = failed_binary_sync(&endpoint, &root, &source, plugins_dir.path());
     assert!(stderr.contains("the contents differ (ETag"), "{stderr}");
     assert!(stderr.contains("nothing was committed"), "{stderr}");
     assert!(
@@ -459,11 +442,9 @@ async fn a_corrupted_copy_with_the_right_size_is_caught_on_s3() {
 /// control shows the listing finds an upload that was left behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_cut_off_by_a_trap_or_timeout_is_aborted() {
-    use crate::common::{BUCKET, FileRoot, endpoint, s3_bucket_store, s3_env, sleet_env};
+    use crate::common::{BUCKET, FileRoot, endpoint, s3_bucket_store};
     use object_store::ObjectStoreExt;
     let Some(endpoint) = endpoint() else { return };
-    let env = s3_env(&endpoint);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
 
     let control = crate::common::unique_prefix("left-upload");
     let store = s3_bucket_store(&endpoint, BUCKET);
@@ -496,22 +477,7 @@ async fn an_upload_cut_off_by_a_trap_or_timeout_is_aborted() {
         );
         let dest = format!("s3://{BUCKET}/{prefix}/copy");
         root.write("sleet.toml", &target(&dest, "hostile-copier", &extra));
-        let registered = sleet_env(&["register", &root.url(), &source], &env);
-        assert!(registered.status.success());
-        let out = sleet_env(
-            &[
-                "mirror",
-                "sync",
-                &root.url(),
-                &source,
-                "t",
-                "--plugin-dir",
-                plugins_dir.path().to_str().unwrap(),
-            ],
-            &env,
-        );
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{mode}: {stderr}");
+        let stderr = failed_binary_sync(&endpoint, &root, &source, plugins_dir.path());
         assert!(stderr.contains("hostile-copier"), "{mode}: {stderr}");
         let mut left = unfinished_uploads(&endpoint, &prefix).await;
         for _ in 0..50 {
@@ -523,6 +489,37 @@ async fn an_upload_cut_off_by_a_trap_or_timeout_is_aborted() {
         }
         assert_eq!(left, 0, "{mode}: unfinished uploads under {prefix}");
     }
+}
+
+/// Registers `source` in `root` and runs `sleet mirror sync` of target
+/// `t` through the real binary against the local S3 server; the sync must
+/// fail (exit 1). Returns its stderr.
+fn failed_binary_sync(
+    endpoint: &str,
+    root: &crate::common::FileRoot,
+    source: &str,
+    plugins_dir: &std::path::Path,
+) -> String {
+    use crate::common::{s3_env, sleet_env};
+    let env = s3_env(endpoint);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let registered = sleet_env(&["register", &root.url(), source, "--no-check"], &env);
+    assert!(registered.status.success());
+    let out = sleet_env(
+        &[
+            "mirror",
+            "sync",
+            &root.url(),
+            source,
+            "t",
+            "--plugin-dir",
+            plugins_dir.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    stderr
 }
 
 /// Unfinished multipart uploads under `prefix` in the test bucket, from

@@ -123,7 +123,7 @@ async fn read_all(url: &str, rounds: std::ops::Range<usize>) -> Result<(), Strin
 }
 
 /// A `FollowLatest` reader, which writes nothing to the database.
-async fn open_reader(url: &str) -> Result<DbReader, String> {
+pub async fn open_reader(url: &str) -> Result<DbReader, String> {
     let (store, path) = open_store(url);
     DbReader::open(
         path,

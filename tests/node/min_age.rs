@@ -110,6 +110,17 @@ async fn reader_lost(
     lost
 }
 
+/// The latest manifest's L0 count and sorted-run count.
+async fn shape(store: &Arc<dyn ObjectStore>, path: &ObjectPath) -> (usize, usize) {
+    let manifest = AdminBuilder::new(path.clone(), store.clone())
+        .build()
+        .read_manifest(None)
+        .await
+        .unwrap()
+        .unwrap();
+    (manifest.l0().len(), manifest.compacted().len())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "a probe, run by hand"]
 async fn slatedb_alone_with_a_short_gc_min_age() {
@@ -209,12 +220,7 @@ async fn slatedb_alone_with_a_short_gc_min_age() {
         round += 2;
         tokio::time::sleep(Duration::from_millis(1500)).await;
         faults.clear();
-        let manifest = AdminBuilder::new(path.clone(), base.clone())
-            .build()
-            .read_manifest(None)
-            .await
-            .unwrap()
-            .unwrap();
+        let (l0, runs) = shape(&base, &path).await;
         let jobs = AdminBuilder::new(path.clone(), base.clone())
             .build()
             .read_compactions(None)
@@ -228,10 +234,8 @@ async fn slatedb_alone_with_a_short_gc_min_age() {
             })
             .unwrap_or_default();
         eprintln!(
-            "probe at {:.0?}: round {round}, L0 {}, runs {}, jobs {jobs:?}",
+            "probe at {:.0?}: round {round}, L0 {l0}, runs {runs}, jobs {jobs:?}",
             started.elapsed(),
-            manifest.l0().len(),
-            manifest.compacted().len()
         );
         match writer.scan(..).await {
             Ok(iter) => match missing_from(iter, 0..round).await {
@@ -256,15 +260,7 @@ async fn slatedb_alone_with_a_short_gc_min_age() {
         worker.abort();
     }
     let _ = tokio::time::timeout(Duration::from_secs(10), gc).await;
-    let (l0, runs) = {
-        let manifest = AdminBuilder::new(path.clone(), base.clone())
-            .build()
-            .read_manifest(None)
-            .await
-            .unwrap()
-            .unwrap();
-        (manifest.l0().len(), manifest.compacted().len())
-    };
+    let (l0, runs) = shape(&base, &path).await;
     eprintln!(
         "probe: min_age {min_age:?}, crashes {crash}, {round} rounds in {:.0?}, L0 {l0}, runs {runs}, faults {}",
         started.elapsed(),

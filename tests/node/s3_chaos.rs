@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 use object_store::ObjectStore;
 use object_store::ObjectStoreExt;
 use object_store::path::Path as ObjectPath;
-use slatedb::config::{DbReaderOptions, FlushOptions, FlushType, Settings};
-use slatedb::{CloseReason, Db, DbReader, DbReaderMode, ErrorKind};
+use slatedb::config::{FlushOptions, FlushType, Settings};
+use slatedb::{CloseReason, Db, DbReader, ErrorKind};
 use sleet::testing::Chaos;
 
 use crate::common::{BUCKET, endpoint, s3_env, s3_store, sleet_env, unique_prefix};
@@ -326,15 +326,9 @@ struct Tally {
 
 /// A read-only view of `url` on the server itself (no proxy, no faults).
 async fn reader(url: &str) -> Result<DbReader, String> {
-    let (store, path) = crate::common::test_store(url);
-    DbReader::open(
-        path,
-        store,
-        DbReaderMode::FollowLatest,
-        DbReaderOptions::default(),
-    )
-    .await
-    .map_err(|e| format!("{url} does not open read-only: {e}"))
+    crate::db::open_reader(url)
+        .await
+        .map_err(|e| format!("{url} does not open read-only ({e})"))
 }
 
 /// Which of `keys` `url` holds, from one full scan; a wrong value is a
