@@ -14,9 +14,9 @@ use object_store::ObjectStore;
 use object_store::path::Path;
 use sleet::config::DatabaseConfig;
 use sleet::daemon::{DatabaseOpener, owned_tasks};
+use sleet::database::DatabaseHandle;
 use sleet::placement::{PlacementHash, PlacementKey};
 use sleet::root::{FleetView, NodeSighting};
-use sleet::services::DatabaseHandle;
 use sleet::testing::{CountingStore, Op};
 use sleet::{CancellationToken, Fleet, NodeOptions, Service};
 
@@ -169,11 +169,12 @@ async fn idle_bench() {
     let service_counts = Arc::new(CountingStore::new(local));
     let counted = service_counts.clone();
     let opener: DatabaseOpener = Arc::new(move |url: &str| {
-        let (_, path) =
-            sleet::store::open_url(url).map_err(|source| sleet::services::ServiceError::Store {
+        let (_, path) = sleet::store::open_url(url).map_err(|source| {
+            sleet::database::DatabaseError::Store {
                 url: url.to_string(),
                 source,
-            })?;
+            }
+        })?;
         Ok(DatabaseHandle::from_parts(
             url.to_string(),
             counted.clone(),

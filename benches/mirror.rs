@@ -23,8 +23,8 @@ use sleet::CancellationToken;
 use sleet::copier::builtin::BuiltinCopier;
 use sleet::copier::rclone::RcloneCopier;
 use sleet::copier::{Copier, CopyProgress};
+use sleet::database::DatabaseHandle;
 use sleet::mirror::pass::MirrorPair;
-use sleet::services::DatabaseHandle;
 
 /// Objects copied at once by builtin and by the raw loop.
 const PARALLELISM: u32 = 8;

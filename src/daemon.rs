@@ -21,6 +21,7 @@ use tracing::{info, warn};
 
 use crate::config::{DatabaseSettings, NodeSettings};
 use crate::copier::CopierOptions;
+use crate::database::{DatabaseError, DatabaseHandle};
 use crate::error::Error;
 use crate::heartbeat::{
     self, HeartbeatBody, OutsideCompactor, ServiceTasks, TaskFailure, validate_node_id,
@@ -35,7 +36,7 @@ use crate::root::{
     ConfigPoller, FleetRoot, FleetView, HeartbeatObject, NODES_DIR, NodeSighting, node_view,
 };
 use crate::service::{Service, first_duplicate};
-use crate::services::{DatabaseHandle, ServiceError, ServiceSpec, run_service};
+use crate::services::{ServiceError, ServiceSpec, run_service};
 
 /// The first retry waits twice this; each failure doubles the wait.
 const BACKOFF_START: Duration = Duration::from_secs(1);
@@ -55,7 +56,7 @@ const MAX_REPORTED_FAILURES: usize = 16;
 
 /// Opens a database's store and admin handle. Tests swap in stores that
 /// count requests or inject faults.
-pub type DatabaseOpener = Arc<dyn Fn(&str) -> Result<DatabaseHandle, ServiceError> + Send + Sync>;
+pub type DatabaseOpener = Arc<dyn Fn(&str) -> Result<DatabaseHandle, DatabaseError> + Send + Sync>;
 
 /// The services a node runs; a node must never advertise work it would
 /// not do.
@@ -1068,7 +1069,7 @@ mod tests {
             board: board.clone(),
             opener: Arc::new(move |_: &str| {
                 counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                Err(ServiceError::NotADatabase {
+                Err(DatabaseError::NotADatabase {
                     url: "s3://b/db".into(),
                 })
             }),

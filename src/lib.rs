@@ -24,6 +24,7 @@ pub mod config;
 pub mod config_check;
 pub mod copier;
 pub mod daemon;
+pub mod database;
 pub mod demo;
 pub mod duration;
 mod error;

@@ -10,11 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use object_store::ObjectStore;
-use object_store::path::Path;
 use slatedb::CompactorBuilder;
-use slatedb::admin::{Admin, AdminBuilder};
-use slatedb::compactor::CompactionStatus;
 use slatedb::config::{
     CompactionWorkerOptions, CompactorOptions, GarbageCollectorDirectoryOptions,
     GarbageCollectorOptions, GarbageCollectorScheduleOptions, SizeTieredCompactionSchedulerOptions,
@@ -27,19 +23,13 @@ use crate::config::{
     CompressionCodec, CoordinatorSettings, GcDirectory, GcSettings, OutsideCompactorSettings,
     WorkerSettings,
 };
+use crate::database::DatabaseError;
+use crate::database::{ADMIN_CALL_TIMEOUT, DatabaseHandle};
 use crate::mirror::run::MirrorSpec;
 use crate::outside_compactor::claim::ClaimWatch;
 use crate::outside_compactor::records::EpochRecords;
 use crate::outside_compactor::{self, Evidence, LookError, Sighting, Thresholds, Verdict};
-use crate::registry::{UrlError, canonicalize_database_url};
-use crate::response::QueueStatus;
 use crate::service::Service;
-use crate::store::{StoreRoot, open_url};
-
-/// How long one SlateDB admin read may take before it counts as failed.
-/// `Admin` retries store errors without limit, so every call that can
-/// wait on the store is bounded by the caller.
-pub const ADMIN_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How often a coordinator retries recording the epoch it claimed.
 const RECORD_RETRY: Duration = Duration::from_secs(1);
@@ -52,25 +42,9 @@ const OBJECT_STORE_MAX_RETRIES: u32 = 10;
 /// Why a service could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
+    /// Opening or reading the database itself failed.
     #[error(transparent)]
-    Url(#[from] UrlError),
-    #[error("failed to open database store {url}: {source}")]
-    Store {
-        url: String,
-        source: object_store::Error,
-    },
-    #[error("{url} is not a SlateDB database (no manifest)")]
-    NotADatabase { url: String },
-    #[error("{url} cannot be served: {reason}")]
-    Unsupported { url: String, reason: &'static str },
-    #[error("{what} for {url} timed out after {}s", .after.as_secs())]
-    Timeout {
-        what: &'static str,
-        url: String,
-        after: Duration,
-    },
-    #[error("{url}: {source}")]
-    SlateDb { url: String, source: slatedb::Error },
+    Database(#[from] DatabaseError),
     #[error(transparent)]
     Mirror(Box<crate::mirror::MirrorError>),
     /// A hook refused the run, or could not answer.
@@ -115,8 +89,7 @@ impl ServiceError {
     /// Whether SlateDB stopped this run because a newer coordinator fenced
     /// it: the expected end of a brief double run, not a failure.
     pub fn is_fenced(&self) -> bool {
-        matches!(self, ServiceError::SlateDb { source, .. }
-            if source.kind() == ErrorKind::Closed(CloseReason::Fenced))
+        matches!(self, ServiceError::Database(e) if e.is_fenced())
     }
 
     /// The outside compactor the fleet stands down for, if that is why
@@ -126,149 +99,6 @@ impl ServiceError {
             ServiceError::OutsideCompactor { sighting, .. } => Some(sighting),
             _ => None,
         }
-    }
-}
-
-/// A database's store and SlateDB admin handle.
-#[derive(Clone)]
-pub struct DatabaseHandle {
-    url: String,
-    admin: Arc<Admin>,
-    store: Arc<dyn ObjectStore>,
-    path: Path,
-}
-
-impl std::fmt::Debug for DatabaseHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DatabaseHandle")
-            .field("url", &self.url)
-            .finish()
-    }
-}
-
-impl DatabaseHandle {
-    /// Opens a database from its URL, with store options from the
-    /// environment. Reads nothing yet.
-    pub fn open(url: &str) -> Result<DatabaseHandle, ServiceError> {
-        let canonical = canonicalize_database_url(url)?;
-        let (store, path) = open_url(&canonical).map_err(|source| ServiceError::Store {
-            url: canonical.clone(),
-            source,
-        })?;
-        Ok(DatabaseHandle::from_parts(canonical, store, path))
-    }
-
-    /// A handle over an existing store (tests, custom stores).
-    pub fn from_parts(url: String, store: Arc<dyn ObjectStore>, path: Path) -> DatabaseHandle {
-        let admin = Arc::new(AdminBuilder::new(path.clone(), store.clone()).build());
-        DatabaseHandle {
-            url,
-            admin,
-            store,
-            path,
-        }
-    }
-
-    /// The same database through a wrapped store (request counting,
-    /// fault injection); the admin handle is rebuilt over it.
-    pub fn wrap_store(
-        self,
-        wrap: impl FnOnce(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore>,
-    ) -> Self {
-        DatabaseHandle::from_parts(self.url, wrap(self.store), self.path)
-    }
-
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    pub fn admin(&self) -> &Admin {
-        &self.admin
-    }
-
-    pub fn store(&self) -> &Arc<dyn ObjectStore> {
-        &self.store
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Whether the store can update objects in place with `If-Match`:
-    /// SlateDB's GC boundary files need it, and `file://` and HTTP stores
-    /// cannot.
-    pub fn supports_conditional_update(&self) -> bool {
-        crate::store::updates_in_place(&self.url)
-    }
-
-    fn slatedb_error(&self, source: slatedb::Error) -> ServiceError {
-        ServiceError::SlateDb {
-            url: self.url.clone(),
-            source,
-        }
-    }
-
-    /// The database's root, for copying objects in and out of it.
-    pub fn root(&self) -> StoreRoot {
-        StoreRoot {
-            url: self.url.clone(),
-            store: self.store.clone(),
-            prefix: self.path.clone(),
-        }
-    }
-
-    /// Runs one SlateDB admin call, bounded by [`ADMIN_CALL_TIMEOUT`].
-    pub(crate) async fn bounded<T>(
-        &self,
-        what: &'static str,
-        call: impl Future<Output = Result<T, slatedb::Error>>,
-    ) -> Result<T, ServiceError> {
-        tokio::time::timeout(ADMIN_CALL_TIMEOUT, call)
-            .await
-            .map_err(|_| ServiceError::Timeout {
-                what,
-                url: self.url.clone(),
-                after: ADMIN_CALL_TIMEOUT,
-            })?
-            .map_err(|e| self.slatedb_error(e))
-    }
-
-    /// Checks that the database exists and has a layout the services can
-    /// serve: a database whose WAL lives in a separate object store keeps
-    /// it where sleet cannot reach, so GC would judge WAL liveness wrong.
-    pub async fn check_servable(&self) -> Result<(), ServiceError> {
-        let manifest = self
-            .bounded(
-                "reading the latest manifest",
-                self.admin.read_manifest(None),
-            )
-            .await?
-            .ok_or_else(|| ServiceError::NotADatabase {
-                url: self.url.clone(),
-            })?;
-        if manifest.wal_object_store_uri().is_some() {
-            return Err(ServiceError::Unsupported {
-                url: self.url.clone(),
-                reason: "it keeps its WAL in a separate object store (wal_object_store_uri is set)",
-            });
-        }
-        Ok(())
-    }
-
-    /// Compaction jobs waiting for a worker and running, from `.compactions`.
-    pub async fn queue_depth(&self) -> Result<QueueStatus, ServiceError> {
-        let compactions = self
-            .bounded("reading .compactions", self.admin.read_compactions(None))
-            .await?;
-        let mut queue = QueueStatus::default();
-        for job in compactions.iter().flat_map(|c| c.recent_compactions()) {
-            match job.status() {
-                CompactionStatus::Submitted | CompactionStatus::Scheduled => queue.claimable += 1,
-                CompactionStatus::Running => queue.running += 1,
-                _ => {}
-            }
-        }
-        Ok(queue)
     }
 }
 
@@ -321,8 +151,8 @@ pub async fn run_service(
         ServiceSpec::Gc(gc) => {
             started();
             let options = gc_options(gc, db.supports_conditional_update());
-            let result = db.admin.run_gc_with_options(token, options).await;
-            result.map_err(|e| db.slatedb_error(e))
+            let result = db.admin().run_gc_with_options(token, options).await;
+            result.map_err(|e| db.slatedb_error(e).into())
         }
         ServiceSpec::Coordinator(c, outside) => {
             let claim = db.may_compact(records, outside).await?;
@@ -335,10 +165,11 @@ pub async fn run_service(
             run_workers(db, w, outside, records, token).await
         }
         // A mirror task needs its destination too: `mirror::run` runs it.
-        ServiceSpec::Mirror(_) => Err(ServiceError::Unsupported {
-            url: db.url.clone(),
+        ServiceSpec::Mirror(_) => Err(DatabaseError::Unsupported {
+            url: db.url().to_string(),
             reason: "mirror tasks run through mirror::run::run_mirror_task",
-        }),
+        }
+        .into()),
     }
 }
 
@@ -357,15 +188,15 @@ async fn run_coordinator(
     token: CancellationToken,
 ) -> Result<(), ServiceError> {
     let watch = ClaimWatch::default();
-    let mut builder = CompactorBuilder::new(db.path.clone(), db.store.clone())
+    let mut builder = CompactorBuilder::new(db.path().clone(), db.store().clone())
         .with_options(coordinator_options(c))
         .with_metrics_recorder(Arc::new(watch.clone()));
     if let Some(claim) = claim {
         records
-            .intend(&db.url, claim.expected + 1, claim.writer_epoch)
+            .intend(db.url(), claim.expected + 1, claim.writer_epoch)
             .await
             .map_err(|source| ServiceError::Records {
-                url: db.url.clone(),
+                url: db.url().to_string(),
                 source: Box::new(source),
             })?;
         builder = builder.with_expected_epoch(claim.expected);
@@ -385,18 +216,18 @@ async fn run_coordinator(
                     && e.kind() == ErrorKind::Closed(CloseReason::Fenced)
                 {
                     // Another compactor took the epoch first.
-                    records.withdraw(&db.url, claim.expected + 1, claim.writer_epoch).await;
+                    records.withdraw(db.url(), claim.expected + 1, claim.writer_epoch).await;
                 }
-                return result.map_err(|e| db.slatedb_error(e));
+                return result.map_err(|e| db.slatedb_error(e).into());
             }
             _ = token.cancelled() => {
                 let stopped = compactor.stop().await;
                 if let Some(epoch) = unconfirmed.or(watch.held())
-                    && let Err(e) = records.confirm(&db.url, epoch).await
+                    && let Err(e) = records.confirm(db.url(), epoch).await
                 {
-                    warn!(database = %db.url, epoch, "failed to confirm the fleet's compactor epoch while stopping: {e}");
+                    warn!(database = %db.url(), epoch, "failed to confirm the fleet's compactor epoch while stopping: {e}");
                 }
-                return stopped.map_err(|e| db.slatedb_error(e));
+                return stopped.map_err(|e| db.slatedb_error(e).into());
             }
             epoch = watch.claimed(), if !claimed => {
                 claimed = true;
@@ -405,9 +236,9 @@ async fn run_coordinator(
             }
             _ = retry.tick(), if unconfirmed.is_some() => {
                 let epoch = unconfirmed.expect("guarded");
-                match records.confirm(&db.url, epoch).await {
+                match records.confirm(db.url(), epoch).await {
                     Ok(()) => unconfirmed = None,
-                    Err(e) => warn!(database = %db.url, epoch, "failed to confirm the fleet's compactor epoch; retrying: {e}"),
+                    Err(e) => warn!(database = %db.url(), epoch, "failed to confirm the fleet's compactor epoch; retrying: {e}"),
                 }
             }
         }
@@ -426,23 +257,23 @@ async fn run_workers(
 ) -> Result<(), ServiceError> {
     let workers = token.child_token();
     let run = db
-        .admin
+        .admin()
         .run_compaction_worker_with_options(workers.clone(), worker_options(w));
     tokio::pin!(run);
     let mut recheck = tokio::time::interval(outside.recheck);
     recheck.tick().await;
     loop {
         tokio::select! {
-            result = &mut run => return result.map_err(|e| db.slatedb_error(e)),
+            result = &mut run => return result.map_err(|e| db.slatedb_error(e).into()),
             _ = recheck.tick(), if outside.enabled => match db.may_compact(records, outside).await {
                 Err(stand_down @ ServiceError::OutsideCompactor { .. }) => {
                     workers.cancel();
                     if let Err(e) = run.await {
-                        warn!(database = %db.url, "workers stopped with an error: {e}");
+                        warn!(database = %db.url(), "workers stopped with an error: {e}");
                     }
                     return Err(stand_down);
                 }
-                Err(e) => warn!(database = %db.url, "could not look for an outside compactor: {e}"),
+                Err(e) => warn!(database = %db.url(), "could not look for an outside compactor: {e}"),
                 Ok(_) => {}
             },
         }
@@ -464,45 +295,46 @@ impl DatabaseHandle {
             return Ok(None);
         }
         let target = outside_compactor::Target {
-            url: &self.url,
-            admin: &self.admin,
-            store: &self.store,
-            path: &self.path,
+            url: self.url(),
+            admin: self.admin(),
+            store: self.store(),
+            path: self.path(),
         };
         let limits = thresholds(outside);
         let look = outside_compactor::look(&target, records, &limits);
         let seen = tokio::time::timeout(ADMIN_CALL_TIMEOUT, look)
             .await
-            .map_err(|_| ServiceError::Timeout {
+            .map_err(|_| DatabaseError::Timeout {
                 what: "looking for an outside compactor",
-                url: self.url.clone(),
+                url: self.url().to_string(),
                 after: ADMIN_CALL_TIMEOUT,
             })?
             .map_err(|e| match e {
                 LookError::Probe(outside_compactor::probe::ProbeError::SlateDb(source)) => {
-                    self.slatedb_error(source)
+                    self.slatedb_error(source).into()
                 }
                 LookError::Probe(outside_compactor::probe::ProbeError::Store(source)) => {
-                    ServiceError::Store {
-                        url: self.url.clone(),
+                    DatabaseError::Store {
+                        url: self.url().to_string(),
                         source,
                     }
+                    .into()
                 }
                 LookError::Records(source) => ServiceError::Records {
-                    url: self.url.clone(),
+                    url: self.url().to_string(),
                     source: Box::new(source),
                 },
             })?
-            .ok_or_else(|| ServiceError::NotADatabase {
-                url: self.url.clone(),
+            .ok_or_else(|| DatabaseError::NotADatabase {
+                url: self.url().to_string(),
             })?;
         match seen.verdict {
             Verdict::Outside(sighting) => Err(ServiceError::OutsideCompactor {
-                url: self.url.clone(),
+                url: self.url().to_string(),
                 sighting: Box::new(sighting),
             }),
             Verdict::Released(why) => {
-                info!(database = %self.url, epoch = seen.compactor_epoch, "taking over compaction: the outside compactor is gone ({why:?})");
+                info!(database = %self.url(), epoch = seen.compactor_epoch, "taking over compaction: the outside compactor is gone ({why:?})");
                 Ok(Some(Claim::from(&seen)))
             }
             Verdict::Unclaimed | Verdict::Fleet => Ok(Some(Claim::from(&seen))),
@@ -521,7 +353,7 @@ pub async fn registration_warnings(records: &EpochRecords, url: &str) -> Vec<Str
     };
     let defaults = crate::config::DatabaseConfig::default().resolve();
     match db.may_compact(records, &defaults.outside_compactor).await {
-        Ok(_) | Err(ServiceError::NotADatabase { .. }) => Vec::new(),
+        Ok(_) | Err(ServiceError::Database(DatabaseError::NotADatabase { .. })) => Vec::new(),
         Err(e @ ServiceError::OutsideCompactor { .. }) => vec![e.to_string()],
         Err(e) => vec![format!(
             "could not check {url} for a compactor outside the fleet: {e}"

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 
+use crate::database::DatabaseHandle;
 use crate::duration::HumanDuration;
 use crate::error::Error;
 use crate::heartbeat::HeartbeatBody;
@@ -22,7 +23,6 @@ use crate::response::{
 };
 use crate::root::{ConfigPoller, FleetRoot, FleetView, NodeSighting, node_view};
 use crate::service::Service;
-use crate::services::DatabaseHandle;
 
 /// Heartbeat bodies (or compaction queues) read at once.
 const READS_IN_FLIGHT: usize = 16;

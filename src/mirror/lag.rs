@@ -6,8 +6,8 @@ use slatedb::seq_tracker::FindOption;
 use super::MirrorError;
 use super::layout::{WAL_DIR, parse_wal_file};
 use super::pass::{list_dir, read_latest};
+use crate::database::DatabaseHandle;
 use crate::response::MirrorStatus;
-use crate::services::DatabaseHandle;
 use crate::store::StoreRoot;
 
 /// Fills the lag fields of `status` from the source and destination.

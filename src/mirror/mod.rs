@@ -14,7 +14,7 @@ pub mod target;
 pub mod verify;
 
 use crate::copier::CopyError;
-use crate::services::ServiceError;
+use crate::database::DatabaseError;
 
 /// Why a mirror pass, prune, restore or verify failed.
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +60,7 @@ pub enum MirrorError {
         mismatch: String,
     },
     #[error(transparent)]
-    Service(#[from] ServiceError),
+    Database(#[from] DatabaseError),
     #[error(transparent)]
     Plugin(#[from] crate::plugin::PluginError),
     #[error("destination {url} is not empty; restore never deletes, pick a fresh root")]

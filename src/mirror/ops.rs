@@ -13,10 +13,10 @@ use super::verify::{VerifyReport, verify};
 use crate::Error;
 use crate::config::{CopierKind, FleetConfig, MirrorTargetSettings, PluginLimits};
 use crate::copier::{CopierOptions, CopyProgress, for_target};
+use crate::database::DatabaseHandle;
 use crate::registry::canonicalize_database_url;
 use crate::response::{MirrorRestoreResponse, MirrorSyncResponse};
 use crate::root::{ConfigPoller, FleetRoot, FleetView};
-use crate::services::DatabaseHandle;
 
 /// Builds the pair a target copies, refusing a destination that is itself
 /// a registered database: its own services would write manifests there

@@ -30,7 +30,7 @@ use super::layout::{
 use super::proof::{Checked, check_copies};
 use super::verify::data_sizes;
 use crate::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
-use crate::services::DatabaseHandle;
+use crate::database::DatabaseHandle;
 use crate::store::StoreRoot;
 
 /// Attempts before a pass that keeps losing races with the source gives up.

@@ -17,7 +17,7 @@ use super::pass::{get_bytes, list_dir, read_manifest};
 use super::verify::{Needed, closure_problems, data_sizes};
 use crate::copier::builtin::BuiltinCopier;
 use crate::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
-use crate::services::DatabaseHandle;
+use crate::database::DatabaseHandle;
 use crate::store::StoreRoot;
 
 /// Objects copied at once during a restore.

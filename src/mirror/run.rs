@@ -159,8 +159,8 @@ impl PassHooks {
 /// Runs a node's mirror task: builds the pair from `spec`, then runs the
 /// target's mode until `cancel` fires.
 pub async fn run_mirror_task(
-    source: crate::services::DatabaseHandle,
-    destination: crate::services::DatabaseHandle,
+    source: crate::database::DatabaseHandle,
+    destination: crate::database::DatabaseHandle,
     spec: &MirrorSpec,
     runtime: &MirrorRuntime,
     hooks: &PassHooks,

@@ -16,7 +16,7 @@ use super::layout::{
     parse_manifest_file,
 };
 use super::pass::{list_dir, read_manifest};
-use crate::services::DatabaseHandle;
+use crate::database::DatabaseHandle;
 use crate::store::StoreRoot;
 
 /// What verify found; `problems` empty means the destination is sound.

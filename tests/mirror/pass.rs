@@ -139,9 +139,9 @@ async fn slow_pass(pin_source: bool) -> (Result<u64, String>, String, tempfile::
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use sleet::copier::wasm::WasmCopier;
+    use sleet::database::DatabaseHandle;
     use sleet::mirror::pass::{DeepCheck, MirrorPair};
     use sleet::plugin::{PluginRuntime, PluginSet};
-    use sleet::services::DatabaseHandle;
 
     let plugins = crate::wasm::plugin_dir(&["throttle-copier"]);
     let runtime = PluginRuntime::new(None).unwrap();

@@ -11,9 +11,10 @@ use slatedb::Db;
 use slatedb::admin::AdminBuilder;
 use slatedb::config::Settings;
 use sleet::config::DatabaseConfig;
+use sleet::database::DatabaseHandle;
 use sleet::outside_compactor::records::EpochRecords;
 use sleet::root::FleetRoot;
-use sleet::services::{DatabaseHandle, ServiceError, ServiceSpec, run_service};
+use sleet::services::{ServiceError, ServiceSpec, run_service};
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::poll_until;
