@@ -12,9 +12,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::copier::{CopierOptions, CopyProgress};
 use crate::daemon::RUNNABLE_SERVICES;
-use crate::mirror::ops;
 use crate::mirror::restore::RestorePoint;
 use crate::mirror::verify::VerifyReport;
+use crate::mirror_ops as ops;
 use crate::plugin::PluginRuntime;
 use crate::response::{MirrorRestoreResponse, MirrorSyncResponse};
 use crate::service::{Service, first_duplicate};

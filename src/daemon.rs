@@ -270,7 +270,7 @@ fn task_spec(
                 target: name.to_string(),
                 destination_registered: view.databases.contains_key(&target.destination),
                 destination: target.destination,
-                limits: crate::mirror::ops::target_limits(&view.fleet, target.settings),
+                limits: crate::mirror_ops::target_limits(&view.fleet, target.settings),
                 settings: target.settings.clone(),
             }))
         }

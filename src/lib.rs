@@ -31,6 +31,7 @@ mod error;
 pub mod heartbeat;
 pub mod ident;
 pub mod mirror;
+pub mod mirror_ops;
 pub mod object_copy;
 pub mod outside_compactor;
 pub mod ownership;

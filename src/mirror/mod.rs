@@ -3,7 +3,6 @@
 
 pub mod lag;
 pub mod layout;
-pub mod ops;
 pub mod pass;
 pub mod proof;
 pub mod prune;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use slatedb::Db;
 use sleet::copier::{CopierOptions, CopyProgress};
-use sleet::mirror::ops;
+use sleet::mirror_ops as ops;
 use sleet::response::MirrorSyncResponse;
 use sleet::{CancellationToken, Fleet, NodeOptions, Service};
 use tokio::task::JoinHandle;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use sleet::CancellationToken;
 use sleet::copier::{CopierOptions, CopyProgress};
-use sleet::mirror::ops;
+use sleet::mirror_ops as ops;
 use sleet::plugin::PluginSet;
 
 use crate::db;

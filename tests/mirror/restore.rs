@@ -2,8 +2,8 @@
 
 use sleet::CancellationToken;
 use sleet::copier::CopyProgress;
-use sleet::mirror::ops;
 use sleet::mirror::restore::RestorePoint;
+use sleet::mirror_ops as ops;
 
 use crate::db;
 use crate::harness::{Source, assert_verified, pause, target_toml};

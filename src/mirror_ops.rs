@@ -5,15 +5,15 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::MirrorError;
-use super::pass::{DeepCheck, MirrorPair};
-use super::restore::{RestorePoint, restore};
-use super::target::{AppliedTarget, applied_targets};
-use super::verify::{VerifyReport, verify};
 use crate::Error;
 use crate::config::{CopierKind, FleetConfig, MirrorTargetSettings, PluginLimits};
 use crate::copier::{CopierOptions, CopyProgress, for_target};
 use crate::database::DatabaseHandle;
+use crate::mirror::MirrorError;
+use crate::mirror::pass::{DeepCheck, MirrorPair};
+use crate::mirror::restore::{RestorePoint, restore};
+use crate::mirror::target::{AppliedTarget, applied_targets};
+use crate::mirror::verify::{VerifyReport, verify};
 use crate::registry::canonicalize_database_url;
 use crate::response::{MirrorRestoreResponse, MirrorSyncResponse};
 use crate::root::{ConfigPoller, FleetRoot, FleetView};
