@@ -23,8 +23,7 @@ use crate::config::{
     CompressionCodec, CoordinatorSettings, GcDirectory, GcSettings, OutsideCompactorSettings,
     WorkerSettings,
 };
-use crate::database::DatabaseError;
-use crate::database::{ADMIN_CALL_TIMEOUT, DatabaseHandle};
+use crate::database::{ADMIN_CALL_TIMEOUT, DatabaseError, DatabaseHandle};
 use crate::mirror::run::MirrorSpec;
 use crate::outside_compactor::claim::ClaimWatch;
 use crate::outside_compactor::records::EpochRecords;
@@ -411,7 +410,7 @@ pub fn gc_options(gc: &GcSettings, store_supports_update: bool) -> GarbageCollec
                 interval: Some(gc.detach.interval),
             }),
         metric_level: None,
-        boundary_files_enabled: gc.boundary_files.unwrap_or(store_supports_update),
+        boundary_files_enabled: gc.boundary_files_for(store_supports_update),
         object_store_max_retries: Some(OBJECT_STORE_MAX_RETRIES),
     }
 }

@@ -17,13 +17,14 @@ use crate::service::Service;
 /// `file://`; at 10 s and with boundary files on (S3) it never did.
 pub const SAFE_MANIFEST_MIN_AGE: Duration = Duration::from_secs(60);
 
-/// Whether SlateDB's GC boundary files are on for a database at `url`:
-/// the explicit `gc.boundary_files`, else what the store supports
-/// (`file://` and HTTP stores cannot update objects in place). `None`
-/// when neither the setting nor the URL says.
+/// Whether SlateDB's GC boundary files are on for a database at `url`,
+/// by the rule GC runs with; `None` when no URL is given and
+/// `gc.boundary_files` is not set.
 pub fn boundary_files_on(gc: &GcSettings, url: Option<&str>) -> Option<bool> {
-    gc.boundary_files
-        .or(url.map(crate::store::updates_in_place))
+    match url {
+        Some(url) => Some(gc.boundary_files_for(crate::store::updates_in_place(url))),
+        None => gc.boundary_files,
+    }
 }
 
 /// The hazards in `settings` for the database at `url` (`None`: any

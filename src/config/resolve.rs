@@ -69,6 +69,14 @@ pub struct GcSettings {
     pub detach: GcDetach,
 }
 
+impl GcSettings {
+    /// Whether SlateDB's GC boundary files are on: `boundary_files` when
+    /// set, else whether the database's store can update objects in place.
+    pub fn boundary_files_for(&self, store_updates_in_place: bool) -> bool {
+        self.boundary_files.unwrap_or(store_updates_in_place)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GcDirectory {
     pub enabled: bool,

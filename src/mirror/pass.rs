@@ -371,9 +371,10 @@ impl MirrorPair {
         let Some(head) = read_manifest(&self.source, created.manifest_id).await? else {
             return Ok(pin);
         };
+        let now = Utc::now();
         let mut held = BTreeSet::new();
         for checkpoint in head.checkpoints() {
-            let live = super::layout::checkpoint_live(checkpoint, Utc::now());
+            let live = super::layout::checkpoint_live(checkpoint, now);
             if !live || checkpoint.id == created.id || checkpoint.manifest_id == head.id() {
                 continue;
             }

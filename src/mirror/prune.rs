@@ -17,8 +17,8 @@ use object_store::ObjectStoreExt;
 
 use super::MirrorError;
 use super::layout::{
-    CLOCK_MARGIN, COMPACTED_DIR, MANIFEST_DIR, WAL_DIR, checkpoint_live, manifest_name,
-    manifest_objects, parse_manifest_file, parse_wal_file, pin_name,
+    COMPACTED_DIR, MANIFEST_DIR, WAL_DIR, kept_pins, manifest_name, manifest_objects,
+    parse_manifest_file, parse_wal_file, pin_name,
 };
 use super::pass::{MirrorPair, list_dir, read_latest, read_manifest};
 use crate::store::StoreRoot;
@@ -123,14 +123,9 @@ impl MirrorPair {
         for &id in restore_points {
             if let Some(manifest) = read_manifest(&self.destination, id).await? {
                 kept.extend(
-                    manifest
-                        .checkpoints()
-                        .iter()
-                        .filter(|c| {
-                            checkpoint_live(c, now - CLOCK_MARGIN)
-                                && listed.contains_key(&c.manifest_id)
-                        })
-                        .map(|c| c.manifest_id),
+                    kept_pins(&manifest, now)
+                        .into_iter()
+                        .filter(|pinned| listed.contains_key(pinned)),
                 );
                 decoded.insert(id, manifest);
             }
