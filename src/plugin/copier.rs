@@ -21,6 +21,8 @@ use crate::store::StoreRoot;
 const DEFAULT_BATCH: usize = 256;
 /// Paths per call at most, whatever the plugin asks for.
 const MAX_BATCH: usize = 4096;
+/// How long a call waits for the aborts of uploads its plugin left open.
+const ABORT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What a plugin reported for one object of a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,7 +130,13 @@ impl CopierPlugin {
             let dst = Resource::new_borrow(dst.rep());
             Ok(Ok(copier.call_copy(&mut store, src, dst, &paths).await?))
         };
-        let results = match with_deadline(name, limits.call_timeout, call).await? {
+        let finished = with_deadline(name, limits.call_timeout, call).await;
+        // Dropping the store drops the writers a trap or timeout left open;
+        // their uploads are aborted before this call counts as done.
+        let aborts = store.data().aborts.clone();
+        drop(store);
+        aborts.wait(ABORT_WAIT).await;
+        let results = match finished? {
             Err(message) => {
                 return Err(PluginError::Config {
                     name: name.clone(),

@@ -152,20 +152,52 @@ pub struct WriterHandle {
     path: String,
     writer: Option<BufWriter>,
     written: u64,
+    aborts: PendingAborts,
 }
 
 /// A writer dropped unfinished (its call trapped, timed out or was
 /// cancelled, and the store went with it) aborts its upload, so no
-/// multipart upload is left behind at the destination.
+/// multipart upload is left behind at the destination. The abort runs on
+/// its own task, recorded in the call's [`PendingAborts`] so the caller
+/// can wait for it before it reports the call done.
 impl Drop for WriterHandle {
     fn drop(&mut self) {
         let Some(mut writer) = self.writer.take() else {
             return;
         };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
+            self.aborts.push(runtime.spawn(async move {
                 let _ = writer.abort().await;
-            });
+            }));
+        }
+    }
+}
+
+/// Upload aborts started when a call's store was dropped. A one-shot
+/// `mirror sync` exits right after its last call; without waiting here an
+/// abort still in flight would die with the process and leave the
+/// multipart upload (and its storage bill) at the destination.
+#[derive(Clone, Default)]
+pub struct PendingAborts(Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>);
+
+impl PendingAborts {
+    fn push(&self, task: tokio::task::JoinHandle<()>) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(task);
+    }
+
+    /// Waits up to `limit` for every abort started so far; one that takes
+    /// longer is left to finish on its own (the store's lifecycle rules
+    /// are the last line).
+    pub async fn wait(&self, limit: std::time::Duration) {
+        let tasks = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
+        if tasks.is_empty() {
+            return;
+        }
+        if tokio::time::timeout(limit, futures::future::join_all(tasks))
+            .await
+            .is_err()
+        {
+            tracing::warn!("aborting unfinished uploads took over {limit:?}; left running");
         }
     }
 }
@@ -180,6 +212,8 @@ pub struct HostState {
     budget: CallBudget,
     /// Bytes the plugin wrote at the destination (writers and `copy-to`).
     pub bytes_written: Arc<AtomicU64>,
+    /// Aborts of writers the call left unfinished.
+    pub aborts: PendingAborts,
 }
 
 impl HostState {
@@ -200,6 +234,7 @@ impl HostState {
             budget: CallBudget::new(memory_bytes, scope.len()),
             scope,
             bytes_written: Arc::new(AtomicU64::new(0)),
+            aborts: PendingAborts::default(),
         }
     }
 
@@ -347,6 +382,7 @@ impl blob_store::HostStore for HostState {
             writer: Some(BufWriter::new(root.store.clone(), root.path(&path))),
             path,
             written: 0,
+            aborts: self.aborts.clone(),
         };
         Ok(Ok(self.table.push(writer)?))
     }

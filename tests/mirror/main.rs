@@ -14,6 +14,10 @@ mod hooks;
 mod node;
 mod pass;
 mod plugins;
+/// Shared with the node suite; this binary uses only its latency.
+#[allow(dead_code)]
+#[path = "../node/proxy.rs"]
+mod proxy;
 mod restore;
 mod wasm;
 mod wat_copier;

@@ -438,8 +438,12 @@ async fn a_corrupted_copy_with_the_right_size_is_caught_on_s3() {
 
 /// A call that traps or times out mid-upload leaves no unfinished
 /// multipart upload at the destination (which would be billed for its
-/// parts until a lifecycle rule removed it): the host aborts it. The
-/// control shows the listing finds an upload that was left behind.
+/// parts until a lifecycle rule removed it): the host aborts it, and a
+/// one-shot sync waits for the abort before it exits. Every request goes
+/// through a proxy that delays it, so an abort not waited for is cut off
+/// with the process (control: without `aborts.wait` in `run_batch` this
+/// fails every run). A second control shows the listing finds an upload
+/// that was left behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_cut_off_by_a_trap_or_timeout_is_aborted() {
     use crate::common::{BUCKET, FileRoot, endpoint, s3_bucket_store};
@@ -477,16 +481,15 @@ async fn an_upload_cut_off_by_a_trap_or_timeout_is_aborted() {
         );
         let dest = format!("s3://{BUCKET}/{prefix}/copy");
         root.write("sleet.toml", &target(&dest, "hostile-copier", &extra));
-        let stderr = failed_binary_sync(&endpoint, &root, &source, plugins_dir.path());
+        // Each request is delayed, so an abort still in flight when the
+        // process exits would be lost rather than win a race.
+        let slow = crate::proxy::FaultProxy::start(&endpoint, 7).await;
+        slow.faults.set(0, 0, std::time::Duration::from_millis(400));
+        let stderr = failed_binary_sync(&slow.endpoint, &root, &source, plugins_dir.path());
         assert!(stderr.contains("hostile-copier"), "{mode}: {stderr}");
-        let mut left = unfinished_uploads(&endpoint, &prefix).await;
-        for _ in 0..50 {
-            if left == 0 {
-                break;
-            }
-            crate::harness::pause(100).await;
-            left = unfinished_uploads(&endpoint, &prefix).await;
-        }
+        // Checked the moment the process is gone: an abort still in
+        // flight when it exited would never have been sent.
+        let left = unfinished_uploads(&endpoint, &prefix).await;
         assert_eq!(left, 0, "{mode}: unfinished uploads under {prefix}");
     }
 }
