@@ -246,7 +246,7 @@ impl MirrorPair {
     }
 
     /// The manifests the destination already has (the watermark and what
-    /// its still-live checkpoints pin) and so need no commit.
+    /// the checkpoints it shares with the head keep) and so need no commit.
     fn present_manifests(
         &self,
         closure: &Closure,
@@ -255,18 +255,22 @@ impl MirrorPair {
         let Some(w) = watermark else {
             return BTreeSet::new();
         };
-        let now = Utc::now();
-        let live_in_head: BTreeSet<Uuid> = closure
+        // Judged with the same margin `closure` keeps pins by, so a pin
+        // the watermark already holds is not committed again.
+        let kept_since = Utc::now() - super::layout::CLOCK_MARGIN;
+        let kept_in_head: BTreeSet<Uuid> = closure
             .head
             .checkpoints()
             .iter()
-            .filter(|c| super::layout::checkpoint_live(c, now))
+            .filter(|c| super::layout::checkpoint_live(c, kept_since))
             .map(|c| c.id)
             .collect();
         let mut present: BTreeSet<u64> = w
             .checkpoints()
             .iter()
-            .filter(|c| super::layout::checkpoint_live(c, now) && live_in_head.contains(&c.id))
+            .filter(|c| {
+                super::layout::checkpoint_live(c, kept_since) && kept_in_head.contains(&c.id)
+            })
             .map(|c| c.manifest_id)
             .filter(|id| closure.manifests.contains_key(id))
             .collect();
@@ -551,10 +555,10 @@ impl MirrorPair {
                     )));
                 }
             };
-            if put_create_or_match(&self.destination.root(), &name, body).await? {
-                committed += 1;
-            } else {
-                return Err(self.diverged(id, closure.head.id()));
+            match put_create_or_match(&self.destination.root(), &name, body).await? {
+                CreateOutcome::Written => committed += 1,
+                CreateOutcome::AlreadyThere => {}
+                CreateOutcome::Differs => return Err(self.diverged(id, closure.head.id())),
             }
         }
         let head = closure.head.id();
@@ -662,17 +666,33 @@ pub(crate) async fn put_create_new(
     }
 }
 
-/// Writes `body` only if `name` does not exist. Returns false when it
-/// exists with different bytes (identical bytes: a racing twin wrote it).
+/// What a create-only write of a manifest found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CreateOutcome {
+    Written,
+    /// The same bytes were there already (a racing twin, or an earlier
+    /// pass that kept it as checkpoint support): nothing new committed.
+    AlreadyThere,
+    /// Other bytes under that name: the destination diverged.
+    Differs,
+}
+
+/// Writes `body` only if `name` does not exist.
 pub(crate) async fn put_create_or_match(
     root: &StoreRoot,
     name: &str,
     body: bytes::Bytes,
-) -> Result<bool, MirrorError> {
+) -> Result<CreateOutcome, MirrorError> {
     if put_create_new(root, name, body.clone()).await? {
-        return Ok(true);
+        return Ok(CreateOutcome::Written);
     }
-    Ok(get_bytes(root, name).await?.as_deref() == Some(&body[..]))
+    Ok(
+        if get_bytes(root, name).await?.as_deref() == Some(&body[..]) {
+            CreateOutcome::AlreadyThere
+        } else {
+            CreateOutcome::Differs
+        },
+    )
 }
 
 /// The objects under `dir/` of a root by root-relative name (empty when
