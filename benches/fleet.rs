@@ -35,6 +35,112 @@ fn main() {
         let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
         runtime.block_on(idle_bench());
     }
+    // One process per variant, so resident memory compares cleanly.
+    for (name, listen) in [("metrics-off", false), ("metrics-on", true)] {
+        if filter.iter().any(|f| f == name) {
+            let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+            runtime.block_on(metrics_bench(listen));
+        }
+    }
+}
+
+/// CPU seconds this process has used (user + system).
+fn cpu_seconds() -> f64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the struct it is given.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+/// This process's resident memory, in MiB.
+fn resident_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+/// The node with 100 idle databases, with the endpoint off or on (and
+/// then scraped every 5 s, three times Prometheus' usual rate): CPU
+/// time per minute and resident memory. `cargo bench --bench fleet --
+/// metrics-off`, then `-- metrics-on`.
+async fn metrics_bench(listen: bool) {
+    const DATABASES: usize = 100;
+    let window_secs: u64 = std::env::var("SLEET_BENCH_IDLE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(120);
+    let root_dir = tempfile::tempdir().expect("a temporary root");
+    let data_dir = tempfile::tempdir().expect("a temporary data dir");
+    let root_url = format!("file://{}", root_dir.path().display());
+    let fleet = Fleet::open(&root_url).expect("the root");
+    for i in 0..DATABASES {
+        let url = format!("file://{}/db{i:03}", data_dir.path().display());
+        seed_idle_database(&url).await;
+        fleet.register(&url).await.expect("register");
+    }
+    let metrics = Arc::new(sleet::metrics::Metrics::default());
+    let probes = Arc::new(sleet::probes::NodeProbes::default());
+    let shutdown = CancellationToken::new();
+    let mut scraped = 0u64;
+    let scraper = if listen {
+        let endpoint = sleet::endpoint::Endpoint::bind("127.0.0.1:0".parse().unwrap())
+            .await
+            .expect("a loopback port");
+        let address = endpoint.local_addr().unwrap();
+        endpoint.serve(metrics.clone(), probes.clone(), shutdown.child_token());
+        Some(address)
+    } else {
+        None
+    };
+    let node = tokio::spawn({
+        let (fleet, shutdown) = (fleet.clone(), shutdown.clone());
+        let options = NodeOptions::new("metrics-node").with_telemetry(metrics, probes);
+        async move { fleet.run_node(options, shutdown).await }
+    });
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let cpu_before = cpu_seconds();
+    let started = Instant::now();
+    let mut bytes = 0usize;
+    while started.elapsed() < Duration::from_secs(window_secs) {
+        if let Some(address) = scraper {
+            bytes = scrape(address).await;
+            scraped += 1;
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    let minutes = started.elapsed().as_secs_f64() / 60.0;
+    let cpu = (cpu_seconds() - cpu_before) / minutes;
+    let rss = resident_mib();
+    shutdown.cancel();
+    node.await.expect("the node task").expect("a clean stop");
+    println!(
+        "metrics ({}): {DATABASES} idle databases, {window_secs} s window: {cpu:.2} CPU s/min, \
+         {rss:.1} MiB resident; {scraped} scrapes of {bytes} bytes",
+        if listen {
+            "endpoint on, scraped every 5 s"
+        } else {
+            "endpoint off"
+        }
+    );
+}
+
+/// One `GET /metrics`; the body's length.
+async fn scrape(address: std::net::SocketAddr) -> usize {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("request");
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply).await.expect("reply");
+    reply.len()
 }
 
 /// Times `f` over `iterations` runs and returns the mean.

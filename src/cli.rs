@@ -4,6 +4,7 @@
 //! logs and errors go to stderr, so JSON output stays clean.
 
 use std::io::Write;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
@@ -32,6 +33,18 @@ use crate::{
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Log format on stderr: text, or JSON (one object per line)
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines (colored only on a terminal)
+    Text,
+    /// One JSON object per line, for log collectors
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -59,6 +72,17 @@ pub enum Command {
         /// Where compiled plugins are cached. Default: ~/.cache/sleet/plugins
         #[arg(long)]
         plugin_cache: Option<std::path::PathBuf>,
+        /// Serve /metrics, /healthz, /readyz and /status on this address, e.g. 0.0.0.0:9746. Off
+        /// by default
+        #[arg(long)]
+        listen: Option<std::net::SocketAddr>,
+        /// Per-database metric series (database), or only node-wide sums (node) for large fleets
+        #[arg(long, value_enum, default_value_t = crate::metrics::Detail::Database)]
+        metrics_detail: crate::metrics::Detail,
+        /// How long a stopping node (SIGTERM, Ctrl-C) waits for its tasks before it abandons them
+        /// and deletes its heartbeat. Give the platform's grace period more than this
+        #[arg(long, default_value = "30s", value_parser = parse_grace)]
+        shutdown_grace: std::time::Duration,
     },
     /// Show fleet nodes, registered databases, and service placement, derived from the fleet root
     Status {
@@ -211,6 +235,9 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             rclone,
             plugin_dirs,
             plugin_cache,
+            listen,
+            metrics_detail,
+            shutdown_grace,
         } => {
             if let Some(dup) = first_duplicate(&services) {
                 return Err(Error::CliUsage(format!(
@@ -220,7 +247,25 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             let fleet = Fleet::open(&root)?;
             let shutdown = CancellationToken::new();
             tokio::spawn(cancel_on_signal(shutdown.clone()));
-            let mut options = NodeOptions::new(node_id).with_services(services);
+            let metrics = Arc::new(crate::metrics::Metrics::new(metrics_detail));
+            let probes = Arc::new(crate::probes::NodeProbes::default());
+            let endpoint = match listen {
+                Some(address) => Some(crate::endpoint::Endpoint::bind(address).await.map_err(
+                    |e| Error::Listen {
+                        address,
+                        message: e.to_string(),
+                    },
+                )?),
+                None => None,
+            };
+            let server = endpoint.map(|endpoint| {
+                tracing::info!(address = %listen.expect("bound"), "serving /metrics, /healthz, /readyz and /status");
+                endpoint.serve(metrics.clone(), probes.clone(), shutdown.child_token())
+            });
+            let mut options = NodeOptions::new(node_id)
+                .with_services(services)
+                .with_telemetry(metrics, probes)
+                .with_shutdown_grace(shutdown_grace);
             if let Some(jobs) = max_mirror_jobs {
                 options = options.with_max_mirror_jobs(jobs);
             }
@@ -228,7 +273,12 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
                 options = options.with_rclone(rclone);
             }
             options = options.with_plugin_dirs(plugin_dirs, plugin_cache);
-            fleet.run_node(options, shutdown).await?;
+            let ran = fleet.run_node(options, shutdown.clone()).await;
+            shutdown.cancel();
+            if let Some(server) = server {
+                let _ = server.await;
+            }
+            ran?;
         }
         Command::Status {
             root,
@@ -295,6 +345,7 @@ async fn run_mirror(command: MirrorCommand) -> Result<(), Error> {
                     &plugin_dirs,
                     PluginRuntime::default_cache_dir(),
                     Default::default(),
+                    None,
                 )
                 .await
                 .map_err(Error::CliUsage)?,
@@ -565,4 +616,9 @@ fn emit<T: Serialize>(format: Format, value: &T, text: fn(&T) -> String) {
     let _ = stdout
         .write_all(out.as_bytes())
         .and_then(|()| stdout.flush());
+}
+
+/// `--shutdown-grace`: a duration such as `30s` or `2m`.
+fn parse_grace(value: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(value).map_err(|e| format!("\"{value}\" is not a duration: {e}"))
 }

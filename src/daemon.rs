@@ -26,12 +26,14 @@ use crate::error::Error;
 use crate::heartbeat::{
     self, HeartbeatBody, OutsideCompactor, ServiceTasks, TaskFailure, validate_node_id,
 };
+use crate::metrics::{Metrics, ServiceLabels, SlateDbRecorder, TaskStateLabels};
 use crate::mirror::run::{MirrorRuntime, MirrorSpec, PassHooks, run_mirror_task};
 use crate::mirror::target::applied_targets;
 use crate::outside_compactor::Sighting;
 use crate::outside_compactor::records::EpochRecords;
 use crate::ownership::{Assignment, LiveNode, database_assignments};
 use crate::plugin::hook::{Clock, HookRunner, HookSpec, RunOutcome, Verdict, system_clock};
+use crate::probes::{NodeProbes, NodeReport, TaskReport};
 use crate::root::{
     ConfigPoller, FleetRoot, FleetView, HeartbeatObject, NODES_DIR, NodeSighting, node_view,
 };
@@ -47,8 +49,10 @@ const BACKOFF_MAX: Duration = Duration::from_secs(60);
 const HEALTHY_RUN: Duration = Duration::from_secs(60);
 /// How long a cancelled task may take to stop before it is abandoned.
 const STOP_GRACE: Duration = Duration::from_secs(20);
-/// How long shutdown waits for every task before deleting the heartbeat.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+/// How long shutdown waits for every task before deleting the heartbeat,
+/// unless `--shutdown-grace` says otherwise. Platforms must give the
+/// process longer than this (Kubernetes' `terminationGracePeriodSeconds`).
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// Heartbeats this many timeouts old are deleted by any node.
 const DEAD_HEARTBEAT_TIMEOUTS: u32 = 10;
 /// Failing tasks listed in a heartbeat body, at most.
@@ -82,6 +86,12 @@ pub struct NodeOptions {
     pub plugin_dirs: Vec<std::path::PathBuf>,
     /// `--plugin-cache`: compiled plugins; default `~/.cache/sleet/plugins`.
     pub plugin_cache: Option<std::path::PathBuf>,
+    /// `--shutdown-grace`: how long a stopping node waits for its tasks.
+    pub shutdown_grace: Duration,
+    /// Where the node counts (served by `--listen` as `/metrics`).
+    pub metrics: Arc<Metrics>,
+    /// What `/healthz`, `/readyz` and `/status` answer from.
+    pub probes: Arc<NodeProbes>,
     clock: Clock,
     opener: DatabaseOpener,
 }
@@ -105,6 +115,9 @@ impl NodeOptions {
             max_mirror_jobs: std::thread::available_parallelism().map_or(4, |n| n.get()),
             plugin_dirs: Vec::new(),
             plugin_cache: None,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            metrics: Arc::new(Metrics::default()),
+            probes: Arc::new(NodeProbes::default()),
             clock: system_clock(),
             opener: Arc::new(|url: &str| DatabaseHandle::open(url)),
         }
@@ -131,6 +144,20 @@ impl NodeOptions {
     /// At most `jobs` mirror passes or prunes at once (0 counts as 1).
     pub fn with_max_mirror_jobs(mut self, jobs: usize) -> Self {
         self.max_mirror_jobs = jobs.max(1);
+        self
+    }
+
+    /// Wait up to `grace` for tasks to stop on shutdown.
+    pub fn with_shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// Count into `metrics` and report health to `probes` (shared with
+    /// the endpoint that serves them).
+    pub fn with_telemetry(mut self, metrics: Arc<Metrics>, probes: Arc<NodeProbes>) -> Self {
+        self.metrics = metrics;
+        self.probes = probes;
         self
     }
 
@@ -398,6 +425,34 @@ impl TaskBoard {
         (counts, failing)
     }
 
+    /// What `/status` shows of the tasks `owned`: each with its state
+    /// (`starting` until its supervisor reports) and last error.
+    fn reports<'a>(&self, owned: impl Iterator<Item = &'a TaskKey>) -> Vec<TaskReport> {
+        let states = self.states.lock().expect("task board lock");
+        let mut reports: Vec<TaskReport> = owned
+            .map(|key| {
+                let state = states.get(key);
+                TaskReport {
+                    database: key.database.clone(),
+                    service: key.service.to_string(),
+                    target: key.target.clone(),
+                    state: match state.map(|s| &s.phase) {
+                        None => "starting",
+                        Some(Phase::Running) => "running",
+                        Some(Phase::Backoff) => "backoff",
+                        Some(Phase::StoodDown(_)) => "stood_down",
+                    }
+                    .to_string(),
+                    last_error: state.and_then(|s| s.last_error.clone()),
+                }
+            })
+            .collect();
+        reports.sort_by(|a, b| {
+            (&a.database, &a.service, &a.target).cmp(&(&b.database, &b.service, &b.target))
+        });
+        reports
+    }
+
     /// Databases this node stands down for, one entry each (coordinator
     /// and workers may both report one): the count and a bounded sample.
     fn outside_compactors(&self) -> (u64, Vec<OutsideCompactor>) {
@@ -457,6 +512,11 @@ struct Node {
     tasks: JoinSet<()>,
     board: TaskBoard,
     next_instance: u64,
+    metrics: Arc<Metrics>,
+    probes: Arc<NodeProbes>,
+    shutdown_grace: Duration,
+    /// Whether the last config poll read the fleet root.
+    config_read: bool,
 }
 
 /// Runs a node until `shutdown` is cancelled, then stops its tasks
@@ -493,10 +553,22 @@ impl Node {
             .plugin_cache
             .clone()
             .or_else(crate::plugin::PluginRuntime::default_cache_dir);
-        let plugins =
-            crate::plugin::load_dirs(&options.plugin_dirs, cache, view.fleet.plugin_pins())
-                .await
-                .map_err(Error::Plugins)?;
+        let observer: crate::plugin::runtime::PluginObserver = {
+            let metrics = options.metrics.clone();
+            Arc::new(move |event| metrics.record_plugin(event))
+        };
+        let plugins = crate::plugin::load_dirs(
+            &options.plugin_dirs,
+            cache,
+            view.fleet.plugin_pins(),
+            Some(observer),
+        )
+        .await
+        .map_err(Error::Plugins)?;
+        let config_read = poller.read_root();
+        if config_read {
+            options.metrics.config_read();
+        }
         let mut copiers = options.copiers;
         copiers.plugins = plugins.clone();
         copiers.node_id = options.node_id.clone();
@@ -509,7 +581,8 @@ impl Node {
             opener: options.opener,
             plugins,
             clock: options.clock,
-            mirror: MirrorRuntime::new(copiers, options.max_mirror_jobs),
+            mirror: MirrorRuntime::new(copiers, options.max_mirror_jobs)
+                .with_metrics(options.metrics.clone()),
             poller,
             view,
             last_poll: Instant::now(),
@@ -518,6 +591,10 @@ impl Node {
             tasks: JoinSet::new(),
             board: TaskBoard::default(),
             next_instance: 0,
+            metrics: options.metrics,
+            probes: options.probes,
+            shutdown_grace: options.shutdown_grace,
+            config_read,
         })
     }
 
@@ -525,29 +602,120 @@ impl Node {
         self.view.fleet.node.resolve()
     }
 
+    /// One tick. Each store step is bounded by the heartbeat interval, so
+    /// a store that hangs delays the loop, never stops it (the liveness
+    /// probe depends on that).
     async fn tick(&mut self) {
+        let started = Instant::now();
+        let step = self.settings().heartbeat_interval;
         self.reap_finished();
-        self.put_heartbeat().await;
-        if self.last_poll.elapsed() >= self.settings().config_poll {
-            self.view = self.poller.poll(&self.root).await;
-            self.last_poll = Instant::now();
-            log_warnings(&self.view);
+        let heartbeat_written = bounded(step, self.put_heartbeat()).await == Some(true);
+        if !heartbeat_written {
+            self.metrics.node.heartbeat_put_failures.inc();
         }
-        let heartbeats = match self.root.list_heartbeats().await {
-            Ok(heartbeats) => heartbeats,
-            Err(e) => {
+        if !self.config_read || self.last_poll.elapsed() >= self.settings().config_poll {
+            self.poll_config(step).await;
+        }
+        let live_nodes = match bounded(step, self.root.list_heartbeats()).await {
+            Some(Ok(heartbeats)) => {
+                let now = Utc::now();
+                let sightings = node_view(&heartbeats, now, self.settings().heartbeat_timeout);
+                bounded(step, self.delete_stale_heartbeats(&heartbeats, now)).await;
+                let owned = owned_tasks(&self.id, &self.offered, &sightings, &self.view);
+                self.reconcile(owned);
+                let others = sightings
+                    .values()
+                    .filter(|s| s.live && s.node_id != self.id)
+                    .count();
+                Some(others as u64 + 1)
+            }
+            Some(Err(e)) => {
                 warn!("{e}; keeping current assignments");
-                return;
+                None
+            }
+            None => {
+                warn!("listing heartbeats took over {step:?}; keeping current assignments");
+                None
             }
         };
-        let now = Utc::now();
-        let sightings = node_view(&heartbeats, now, self.settings().heartbeat_timeout);
-        self.delete_stale_heartbeats(&heartbeats, now).await;
-        let owned = owned_tasks(&self.id, &self.offered, &sightings, &self.view);
-        self.reconcile(owned);
+        if live_nodes.is_none() {
+            self.metrics.node.heartbeat_list_failures.inc();
+        }
+        self.publish(heartbeat_written, live_nodes);
+        self.metrics.tick_took(started.elapsed());
     }
 
-    async fn put_heartbeat(&self) {
+    /// Re-reads the config, within `step`; a poll that cannot read the
+    /// root keeps the last good view and is retried at the next tick.
+    async fn poll_config(&mut self, step: Duration) {
+        self.last_poll = Instant::now();
+        self.config_read = match bounded(step, self.poller.poll(&self.root)).await {
+            Some(view) => {
+                self.view = view;
+                log_warnings(&self.view);
+                self.poller.read_root()
+            }
+            None => {
+                warn!("the config poll took over {step:?}; keeping the last good config");
+                false
+            }
+        };
+        if self.config_read {
+            self.metrics.config_read();
+        } else {
+            self.metrics.node.config_poll_failures.inc();
+        }
+    }
+
+    /// Shows this tick's outcome to the probes and the task gauges.
+    fn publish(&self, heartbeat_written: bool, live_nodes: Option<u64>) {
+        let tasks = self.board.reports(self.running.keys());
+        if let Some(live) = live_nodes {
+            self.metrics.node.live_nodes.set(live as i64);
+        }
+        for service in &self.offered {
+            let of_service = tasks.iter().filter(|t| t.service == service.to_string());
+            let service_label = ServiceLabels {
+                service: service.to_string(),
+            };
+            let owned = of_service.clone().count();
+            self.metrics
+                .tasks
+                .owned
+                .get_or_create(&service_label)
+                .set(owned as i64);
+            for state in ["starting", "running", "backoff", "stood_down", "failing"] {
+                let count = of_service
+                    .clone()
+                    .filter(|t| match state {
+                        "failing" => t.last_error.is_some(),
+                        _ => t.state == state,
+                    })
+                    .count();
+                self.metrics
+                    .tasks
+                    .states
+                    .get_or_create(&TaskStateLabels {
+                        service: service.to_string(),
+                        state: state.to_string(),
+                    })
+                    .set(count as i64);
+            }
+        }
+        let report = NodeReport {
+            node_id: self.id.clone(),
+            services: self.offered.iter().map(Service::to_string).collect(),
+            live_nodes: live_nodes.unwrap_or(0),
+            config_read: self.config_read,
+            heartbeat_written,
+            tasks,
+        };
+        self.probes
+            .ticked(report, self.settings().heartbeat_interval);
+    }
+
+    /// Writes this node's heartbeat; false when the PUT failed.
+    async fn put_heartbeat(&self) -> bool {
         let (counts, failing) = self.board.summary(&self.offered);
         let mut body = HeartbeatBody::new(&self.id, counts);
         body.failing = failing;
@@ -559,13 +727,17 @@ impl Node {
         body.skipped = self.board.skipped();
         (body.outside_compactor_count, body.outside_compactors) = self.board.outside_compactors();
         let bytes = serde_json::to_vec(&body).expect("heartbeat bodies serialize");
-        if let Err(e) = self
+        match self
             .root
             .store()
             .put(&self.heartbeat_path, PutPayload::from(bytes))
             .await
         {
-            warn!("failed to PUT heartbeat {}: {e}", self.heartbeat_path);
+            Ok(_) => true,
+            Err(e) => {
+                warn!("failed to PUT heartbeat {}: {e}", self.heartbeat_path);
+                false
+            }
         }
     }
 
@@ -646,6 +818,7 @@ impl Node {
             opener: self.opener.clone(),
             records: self.records.clone(),
             mirror: self.mirror.clone(),
+            metrics: self.metrics.clone(),
             fenced_wait: self.settings().heartbeat_interval,
         };
         let handle = self.tasks.spawn(supervisor.run(token.clone()));
@@ -658,7 +831,7 @@ impl Node {
         for task in self.running.values() {
             task.token.cancel();
         }
-        let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        let drained = tokio::time::timeout(self.shutdown_grace, async {
             while self.tasks.join_next().await.is_some() {}
         })
         .await;
@@ -666,7 +839,7 @@ impl Node {
             warn!(
                 "{} tasks did not stop within {}s; abandoning them",
                 self.tasks.len(),
-                SHUTDOWN_GRACE.as_secs()
+                self.shutdown_grace.as_secs()
             );
             self.tasks.shutdown().await;
         }
@@ -675,6 +848,11 @@ impl Node {
             Err(e) => warn!("failed to delete heartbeat {}: {e}", self.heartbeat_path),
         }
     }
+}
+
+/// `work` within `limit`; `None` when it took longer (and was dropped).
+async fn bounded<T>(limit: Duration, work: impl std::future::Future<Output = T>) -> Option<T> {
+    tokio::time::timeout(limit, work).await.ok()
 }
 
 /// A loaded plugin as the heartbeat records it.
@@ -710,6 +888,7 @@ struct Supervisor {
     opener: DatabaseOpener,
     records: EpochRecords,
     mirror: MirrorRuntime,
+    metrics: Arc<Metrics>,
     /// A fenced coordinator waits one heartbeat interval, then reruns if
     /// this node still owns it (the views that disagreed have converged).
     /// The rerun first looks at who fenced it: a compactor outside the
@@ -759,6 +938,7 @@ impl Supervisor {
                     break;
                 }
                 Err(e) if e.is_fenced() => {
+                    self.count(&self.metrics.tasks.fences);
                     info!(database = %self.key.database, "coordinator fenced; looking at who holds the epoch after one heartbeat interval");
                     backoff = BACKOFF_START;
                     self.fenced_wait
@@ -776,6 +956,7 @@ impl Supervisor {
                         backoff = BACKOFF_START;
                     }
                     backoff = (backoff * 2).min(BACKOFF_MAX);
+                    self.count(&self.metrics.tasks.restarts);
                     warn!(database = %self.key.database, service = %self.key.service,
                         "task failed: {e}; retrying in {}s", backoff.as_secs());
                     last_error = Some(e.to_string());
@@ -794,6 +975,20 @@ impl Supervisor {
             }
         }
         self.board.remove(&self.key, self.instance);
+    }
+
+    fn count(
+        &self,
+        family: &prometheus_client::metrics::family::Family<
+            ServiceLabels,
+            prometheus_client::metrics::counter::Counter,
+        >,
+    ) {
+        family
+            .get_or_create(&ServiceLabels {
+                service: self.key.service.to_string(),
+            })
+            .inc();
     }
 
     /// Asks the task's hooks whether this run may start, recording a
@@ -873,7 +1068,13 @@ impl Supervisor {
                         .await?,
                 )
             }
-            spec => run_service(&source, spec, &self.records, &started, token).await,
+            spec => {
+                let recorder = Arc::new(SlateDbRecorder::new(
+                    self.metrics.clone(),
+                    &self.key.database,
+                ));
+                run_service(&source, spec, &self.records, &started, recorder, token).await
+            }
         }
     }
 }
@@ -1057,6 +1258,7 @@ mod tests {
         };
         let opened = Arc::new(std::sync::atomic::AtomicU32::new(0));
         let counter = opened.clone();
+        let metrics = Arc::new(Metrics::default());
         let supervisor = Supervisor {
             key: key.clone(),
             spec: spec(
@@ -1082,6 +1284,7 @@ mod tests {
                 "n",
             ),
             mirror: MirrorRuntime::default(),
+            metrics: metrics.clone(),
             hooks: HookRunner::none("n"),
             fenced_wait: Duration::from_secs(7),
         };
@@ -1095,6 +1298,12 @@ mod tests {
         assert_eq!(
             failing[0].error,
             "s3://b/db is not a SlateDB database (no manifest)"
+        );
+        assert!(
+            metrics
+                .encode()
+                .contains("sleet_task_restarts_total{service=\"gc\"} 4"),
+            "every failed run is counted as a restart"
         );
         token.cancel();
         task.await.unwrap();

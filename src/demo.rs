@@ -1,5 +1,6 @@
 //! `sleet demo`: a local fleet with one database under write load, and a
-//! node compacting and collecting it, so a newcomer sees sleet work.
+//! node compacting, collecting and mirroring it into a second local root,
+//! so a newcomer sees the whole product work.
 
 use std::path::Path;
 use std::time::Duration;
@@ -9,6 +10,7 @@ use slatedb::admin::AdminBuilder;
 use slatedb::config::{FlushOptions, FlushType, Settings};
 use tokio_util::sync::CancellationToken;
 
+use crate::database::DatabaseHandle;
 use crate::error::Error;
 use crate::{Fleet, NodeOptions};
 
@@ -20,7 +22,7 @@ heartbeat_timeout = "5s"
 config_poll = "2s"
 
 [database]
-services = ["gc", "compactor-coordinator", "compaction-workers"]
+services = ["gc", "compactor-coordinator", "compaction-workers", "mirror"]
 
 [database.gc.manifest]
 interval = "2s"
@@ -42,6 +44,16 @@ min_compaction_sources = 2
 compactions_poll_interval = "500ms"
 heartbeat_interval = "2s"
 min_filter_keys = 0
+
+# A continuous backup of every database under data/ into backup/, with
+# restore points kept for two minutes.
+[database.mirror.targets.backup]
+url = "file://DEMO_DIR/backup"
+source_prefix = "file://DEMO_DIR/data"
+mode = "continuous"
+poll = "1s"
+[database.mirror.targets.backup.retention]
+keep = "2m"
 "#;
 
 /// How often the demo writer adds a round of keys (one L0 SST each).
@@ -81,8 +93,10 @@ pub async fn run(dir: &Path, shutdown: CancellationToken) -> Result<(), Error> {
     let db_url = format!("file://{}/data/orders", dir.display());
     std::fs::create_dir_all(dir.join("fleet"))
         .map_err(|e| demo_error("cannot create the fleet root", e))?;
-    std::fs::write(dir.join("fleet/sleet.toml"), DEMO_FLEET_CONFIG)
+    let config = DEMO_FLEET_CONFIG.replace("DEMO_DIR", &dir.display().to_string());
+    std::fs::write(dir.join("fleet/sleet.toml"), config)
         .map_err(|e| demo_error("cannot write sleet.toml", e))?;
+    let backup_url = format!("file://{}/backup/orders", dir.display());
 
     let fleet = Fleet::open(&root_url)?;
     let registered = fleet.register(&db_url).await?;
@@ -91,8 +105,9 @@ pub async fn run(dir: &Path, shutdown: CancellationToken) -> Result<(), Error> {
         "demo: database   {} (registry file {})",
         registered.url, registered.file
     );
+    eprintln!("demo: mirror    {backup_url} (continuous, restore points kept 2 minutes)");
     eprintln!(
-        "demo: a writer adds {KEYS_PER_ROUND} keys every {}s; the node compacts and collects them",
+        "demo: a writer adds {KEYS_PER_ROUND} keys every {}s; the node compacts, collects and mirrors them",
         WRITE_EVERY.as_secs()
     );
     eprintln!(
@@ -107,6 +122,10 @@ pub async fn run(dir: &Path, shutdown: CancellationToken) -> Result<(), Error> {
         .await
         .map_err(|e| demo_error("cannot open the demo database", e))?;
     let admin = AdminBuilder::new(path, store).build();
+    let source = DatabaseHandle::open(&registered.url)
+        .map_err(|e| demo_error("cannot open the demo database", e))?;
+    let backup =
+        DatabaseHandle::open(&backup_url).map_err(|e| demo_error("cannot open the backup", e))?;
 
     let node = tokio::spawn({
         let (fleet, shutdown) = (fleet.clone(), shutdown.clone());
@@ -134,6 +153,7 @@ pub async fn run(dir: &Path, shutdown: CancellationToken) -> Result<(), Error> {
                         sst_files(&dir.join("data/orders/compacted")),
                     );
                 }
+                eprintln!("demo: {}", mirror_line(&source, &backup).await);
             }
         }
     }
@@ -160,6 +180,29 @@ async fn write_round(db: &Db, round: usize) -> Result<(), Error> {
     })
     .await
     .map_err(|e| demo_error("demo flush", e))
+}
+
+/// The backup's lag and restore points, in one line.
+async fn mirror_line(source: &DatabaseHandle, backup: &DatabaseHandle) -> String {
+    let mut lag = crate::response::MirrorStatus::default();
+    if let Err(e) = crate::mirror::lag::probe(source, backup, &mut lag).await {
+        return format!("mirror: not readable yet ({e})");
+    }
+    let Some(copied) = lag.dest_manifest_id else {
+        return "mirror: the first pass is copying".into();
+    };
+    let points = match crate::mirror::verify::verify(backup).await {
+        Ok(report) if report.problems.is_empty() => {
+            format!("{} restore points, verified", report.restore_points)
+        }
+        Ok(report) => format!("{} problems: {}", report.problems.len(), report.problems[0]),
+        Err(e) => format!("not verifiable: {e}"),
+    };
+    format!(
+        "mirror: backup at manifest {copied}, {} behind the source (ids), {} WAL objects behind; {points}",
+        lag.manifests_behind.unwrap_or(0),
+        lag.wal_behind.unwrap_or(0),
+    )
 }
 
 fn sst_files(dir: &Path) -> usize {

@@ -28,6 +28,11 @@ pub enum Error {
     DuplicateService(Service),
     #[error("{0}")]
     CliUsage(String),
+    #[error("--listen {address}: cannot listen there: {message}")]
+    Listen {
+        address: std::net::SocketAddr,
+        message: String,
+    },
     #[error("{0}")]
     Demo(String),
     #[error("{0} is not registered; `sleet register` it first")]
@@ -49,4 +54,16 @@ pub enum Error {
     PluginCheckFailed { problems: usize },
     #[error("{failed} of {total} config files have problems")]
     ConfigCheckFailed { failed: usize, total: usize },
+}
+
+impl Error {
+    /// The process exit code: 2 for an address that cannot be listened
+    /// on (as for clap's own usage errors, a bad `--listen` among them),
+    /// 1 for everything else.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Listen { .. } => 2,
+            _ => 1,
+        }
+    }
 }

@@ -1,11 +1,13 @@
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
+use sleet::cli::LogFormat;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let cli = sleet::cli::Cli::parse();
-    init_logging();
+    init_logging(cli.log_format);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -17,18 +19,27 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(e.exit_code())
         }
     }
 }
 
 /// Logs go to stderr (stdout is for results), filtered by `RUST_LOG`,
-/// `sleet=info,warn` by default.
-fn init_logging() {
+/// `sleet=info,warn` by default: plain lines (colored only on a terminal)
+/// or one JSON object per line with the span and event fields (node,
+/// database, service, target, plugin) at the top level.
+fn init_logging(format: LogFormat) {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("sleet=info,warn"));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init(),
+    }
 }

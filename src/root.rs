@@ -254,6 +254,9 @@ pub struct ConfigPoller {
     fleet_e_tag: Option<String>,
     entries: HashMap<String, CachedEntry>,
     last_databases: BTreeMap<String, DatabaseConfig>,
+    /// Whether the last poll could read `sleet.toml` and list the registry
+    /// (a broken file does not count: the store answered).
+    read_root: bool,
 }
 
 impl ConfigPoller {
@@ -266,8 +269,14 @@ impl ConfigPoller {
         &self.fleet
     }
 
+    /// Whether the last poll reached the fleet root's store.
+    pub fn read_root(&self) -> bool {
+        self.read_root
+    }
+
     /// Polls `sleet.toml` and the registry.
     pub async fn poll(&mut self, root: &FleetRoot) -> FleetView {
+        self.read_root = true;
         let mut warnings = Vec::new();
         self.poll_fleet_config(root, &mut warnings).await;
         let databases = self.poll_registry(root, &mut warnings).await;
@@ -306,9 +315,12 @@ impl ConfigPoller {
                 self.fleet = FleetConfig::default();
                 self.fleet_e_tag = None;
             }
-            Err(e) => warnings.push(format!(
-                "failed to read {shown}: {e}; keeping last good config"
-            )),
+            Err(e) => {
+                self.read_root = false;
+                warnings.push(format!(
+                    "failed to read {shown}: {e}; keeping last good config"
+                ))
+            }
         }
     }
 
@@ -320,6 +332,7 @@ impl ConfigPoller {
         let listing = match root.list_dir(REGISTRY_DIR).await {
             Ok(listing) => listing,
             Err(e) => {
+                self.read_root = false;
                 warnings.push(format!("failed to list registry: {e}; keeping last good"));
                 return self.last_databases.clone();
             }

@@ -16,6 +16,7 @@ use slatedb::config::{
     GarbageCollectorOptions, GarbageCollectorScheduleOptions, SizeTieredCompactionSchedulerOptions,
 };
 use slatedb::{CloseReason, ErrorKind};
+use slatedb_common::metrics::MetricsRecorder;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -143,6 +144,7 @@ pub async fn run_service(
     spec: &ServiceSpec,
     records: &EpochRecords,
     started: &(dyn Fn() + Sync),
+    recorder: Arc<dyn MetricsRecorder>,
     token: CancellationToken,
 ) -> Result<(), ServiceError> {
     db.check_servable().await?;
@@ -156,7 +158,7 @@ pub async fn run_service(
         ServiceSpec::Coordinator(c, outside) => {
             let claim = db.may_compact(records, outside).await?;
             started();
-            run_coordinator(db, c, claim, records, token).await
+            run_coordinator(db, c, claim, records, recorder, token).await
         }
         ServiceSpec::Workers(w, outside) => {
             db.may_compact(records, outside).await?;
@@ -184,9 +186,10 @@ async fn run_coordinator(
     c: &CoordinatorSettings,
     claim: Option<Claim>,
     records: &EpochRecords,
+    recorder: Arc<dyn MetricsRecorder>,
     token: CancellationToken,
 ) -> Result<(), ServiceError> {
-    let watch = ClaimWatch::default();
+    let watch = ClaimWatch::forwarding(recorder);
     let mut builder = CompactorBuilder::new(db.path().clone(), db.store().clone())
         .with_options(coordinator_options(c))
         .with_metrics_recorder(Arc::new(watch.clone()));

@@ -13,6 +13,7 @@ use super::pass::{MirrorPair, list_dir};
 use super::tail::Tail;
 use crate::config::{MirrorMode, MirrorTargetSettings};
 use crate::copier::CopierOptions;
+use crate::metrics::{Metrics, TargetMetrics};
 use crate::plugin::hook::{HookRunner, RunContext, RunOutcome, Verdict};
 
 /// A continuous mirror that found nothing to do backs off to this (or to
@@ -27,6 +28,8 @@ pub struct MirrorRuntime {
     pub copiers: CopierOptions,
     /// `--max-mirror-jobs`: passes and prunes running at once on the node.
     pub jobs: Arc<Semaphore>,
+    /// Where passes, copies, lag and pruning are counted.
+    pub metrics: Arc<Metrics>,
 }
 
 impl MirrorRuntime {
@@ -34,7 +37,14 @@ impl MirrorRuntime {
         MirrorRuntime {
             copiers,
             jobs: Arc::new(Semaphore::new(max_jobs.max(1))),
+            metrics: Arc::new(Metrics::default()),
         }
+    }
+
+    /// Counts into `metrics` (the node's) instead of a private registry.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 }
 
@@ -140,18 +150,45 @@ impl PassHooks {
         }
     }
 
-    /// One pass with its hooks around it; `None` when a hook deferred it.
+    /// One pass with its hooks around it, counted; `None` when a hook
+    /// deferred it.
     async fn pass(
         &self,
         pair: &MirrorPair,
+        watch: &TargetMetrics,
         cancel: &CancellationToken,
     ) -> Result<Option<super::pass::PassOutcome>, MirrorError> {
-        let PassGate::Go(context) = self.before(pair).await? else {
-            return Ok(None);
+        let context = match self.before(pair).await {
+            Ok(PassGate::Go(context)) => context,
+            Ok(PassGate::Defer) => {
+                watch.pass("deferred");
+                return Ok(None);
+            }
+            Err(e) => {
+                watch.pass("failed");
+                return Err(e);
+            }
         };
         let started = tokio::time::Instant::now();
         let result = pair.sync_pass(cancel).await;
         self.after(context, &result, started.elapsed());
+        match &result {
+            Ok(outcome) => {
+                watch.copied(
+                    &pair.copier.name(),
+                    outcome.objects_copied,
+                    outcome.bytes_copied,
+                );
+                if outcome.committed {
+                    watch.pass("committed");
+                    watch.restore_point_committed();
+                } else {
+                    watch.pass("caught_up");
+                }
+            }
+            Err(MirrorError::Cancelled) => {}
+            Err(_) => watch.pass("failed"),
+        }
         result.map(Some)
     }
 }
@@ -193,9 +230,40 @@ pub async fn run_target(
     hooks: &PassHooks,
     cancel: &CancellationToken,
 ) -> Result<(), MirrorError> {
+    let watch = runtime.metrics.target(pair.source.url(), &pair.target);
     match settings.mode {
-        MirrorMode::Continuous => run_continuous(pair, settings, runtime, hooks, cancel).await,
-        MirrorMode::Periodic => run_periodic(pair, settings, runtime, hooks, cancel).await,
+        MirrorMode::Continuous => {
+            run_continuous(pair, settings, runtime, hooks, &watch, cancel).await
+        }
+        MirrorMode::Periodic => run_periodic(pair, settings, runtime, hooks, &watch, cancel).await,
+    }
+}
+
+/// How far a continuous target is behind its source, and since when.
+#[derive(Debug, Default)]
+struct Lag {
+    behind_since: Option<tokio::time::Instant>,
+}
+
+impl Lag {
+    /// Records the gap between the source's latest manifest and the
+    /// destination's watermark (ids are dense, so their difference counts
+    /// manifests).
+    fn observe(&mut self, latest: Option<u64>, watermark: Option<u64>, watch: &TargetMetrics) {
+        let behind = match (latest, watermark) {
+            (Some(latest), Some(mark)) => latest.saturating_sub(mark),
+            (Some(latest), None) => latest,
+            (None, _) => 0,
+        };
+        if behind == 0 {
+            self.behind_since = None;
+            watch.behind(0, Duration::ZERO);
+        } else {
+            let since = *self
+                .behind_since
+                .get_or_insert_with(tokio::time::Instant::now);
+            watch.behind(behind, since.elapsed());
+        }
     }
 }
 
@@ -218,11 +286,16 @@ async fn permit(
     }
 }
 
-async fn prune_now(pair: &MirrorPair, settings: &MirrorTargetSettings) -> Result<(), MirrorError> {
+async fn prune_now(
+    pair: &MirrorPair,
+    settings: &MirrorTargetSettings,
+    watch: &TargetMetrics,
+) -> Result<(), MirrorError> {
     if let Some(keep) = settings.retention_keep {
         let report = pair
             .prune(keep, settings.min_age, chrono::Utc::now())
             .await?;
+        watch.pruned(report.deleted_manifests, report.deleted_objects);
         if report.deleted_manifests + report.deleted_objects > 0 {
             tracing::info!(target = %pair.target, manifests = report.deleted_manifests,
                 objects = report.deleted_objects, "mirror pruned");
@@ -238,6 +311,7 @@ async fn run_continuous(
     settings: &MirrorTargetSettings,
     runtime: &MirrorRuntime,
     hooks: &PassHooks,
+    watch: &TargetMetrics,
     cancel: &CancellationToken,
 ) -> Result<(), MirrorError> {
     let source = pair.source.root();
@@ -247,8 +321,10 @@ async fn run_continuous(
     let mut watermark = None;
     let mut tail: Option<Tail> = None;
     let mut last_prune = tokio::time::Instant::now();
+    let mut lag = Lag::default();
     loop {
         let latest = latest_manifest_id(&source).await?;
+        lag.observe(latest, watermark, watch);
         let mut active = false;
         let prune_due =
             settings.retention_keep.is_some() && last_prune.elapsed() >= IDLE_PRUNE_EVERY;
@@ -256,7 +332,7 @@ async fn run_continuous(
             let Some(_permit) = permit(runtime, cancel).await else {
                 return Ok(());
             };
-            let Some(outcome) = hooks.pass(pair, cancel).await? else {
+            let Some(outcome) = hooks.pass(pair, watch, cancel).await? else {
                 // Deferred by a hook: no pass and no tail until it allows.
                 if !pause(settings.poll, cancel).await {
                     return Ok(());
@@ -264,12 +340,13 @@ async fn run_continuous(
                 continue;
             };
             watermark = Some(outcome.head);
+            lag.observe(latest, watermark, watch);
             match &mut tail {
                 Some(tail) => tail.advance_floor(outcome.next_wal_sst_id),
                 None => tail = Some(Tail::start(&destination, outcome.next_wal_sst_id).await?),
             }
             if outcome.committed || prune_due {
-                prune_now(pair, settings).await?;
+                prune_now(pair, settings, watch).await?;
                 last_prune = tokio::time::Instant::now();
             }
             active = outcome.committed;
@@ -277,7 +354,7 @@ async fn run_continuous(
             let Some(_permit) = permit(runtime, cancel).await else {
                 return Ok(());
             };
-            prune_now(pair, settings).await?;
+            prune_now(pair, settings, watch).await?;
             last_prune = tokio::time::Instant::now();
         }
         if let Some(tail) = &mut tail {
@@ -301,6 +378,7 @@ async fn run_periodic(
     settings: &MirrorTargetSettings,
     runtime: &MirrorRuntime,
     hooks: &PassHooks,
+    watch: &TargetMetrics,
     cancel: &CancellationToken,
 ) -> Result<(), MirrorError> {
     let destination = pair.destination.root();
@@ -315,10 +393,11 @@ async fn run_periodic(
                 let Some(_permit) = permit(runtime, cancel).await else {
                     return Ok(());
                 };
-                match hooks.pass(pair, cancel).await? {
+                match hooks.pass(pair, watch, cancel).await? {
                     None => settings.poll.min(settings.interval),
                     Some(outcome) => {
-                        prune_now(pair, settings).await?;
+                        watch.behind(0, Duration::ZERO);
+                        prune_now(pair, settings, watch).await?;
                         if outcome.committed {
                             settings.interval
                         } else {

@@ -14,23 +14,29 @@ use slatedb_common::metrics::{
 };
 use tokio::sync::watch;
 
-/// A metrics recorder that reports the compactor epoch and drops the rest.
+/// A metrics recorder that reports the compactor epoch, and passes every
+/// metric (the epoch too) on to another recorder (the node's metrics).
 #[derive(Clone)]
 pub struct ClaimWatch {
     epoch: watch::Sender<Option<u64>>,
-    rest: Arc<NoopMetricsRecorder>,
+    rest: Arc<dyn MetricsRecorder>,
 }
 
 impl Default for ClaimWatch {
     fn default() -> Self {
-        ClaimWatch {
-            epoch: watch::Sender::new(None),
-            rest: Arc::new(NoopMetricsRecorder::new()),
-        }
+        ClaimWatch::forwarding(Arc::new(NoopMetricsRecorder::new()))
     }
 }
 
 impl ClaimWatch {
+    /// Watches the epoch and passes everything on to `rest`.
+    pub fn forwarding(rest: Arc<dyn MetricsRecorder>) -> Self {
+        ClaimWatch {
+            epoch: watch::Sender::new(None),
+            rest,
+        }
+    }
+
     /// The epoch the coordinator holds, if it has claimed one.
     pub fn held(&self) -> Option<u64> {
         *self.epoch.borrow()
@@ -47,10 +53,11 @@ impl ClaimWatch {
     }
 }
 
-struct EpochGauge(watch::Sender<Option<u64>>);
+struct EpochGauge(watch::Sender<Option<u64>>, Arc<dyn GaugeFn>);
 
 impl GaugeFn for EpochGauge {
     fn set(&self, value: i64) {
+        self.1.set(value);
         if let Ok(epoch) = u64::try_from(value) {
             self.0.send_replace(Some(epoch));
         }
@@ -73,10 +80,11 @@ impl MetricsRecorder for ClaimWatch {
         description: &str,
         labels: &[(&str, &str)],
     ) -> Arc<dyn GaugeFn> {
+        let forwarded = self.rest.register_gauge(name, description, labels);
         if name == COMPACTOR_EPOCH {
-            Arc::new(EpochGauge(self.epoch.clone()))
+            Arc::new(EpochGauge(self.epoch.clone(), forwarded))
         } else {
-            self.rest.register_gauge(name, description, labels)
+            forwarded
         }
     }
 

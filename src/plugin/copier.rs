@@ -12,7 +12,7 @@ use super::PluginLimits;
 use super::bindings::copier_world::exports::sleet::plugin::copier::Info;
 use super::bindings::copier_world::{CopierPlugin as Bindings, CopierPluginPre};
 use super::host::{HostState, Scope};
-use super::runtime::{PluginRuntime, load_error, with_deadline};
+use super::runtime::{PluginRuntime, load_error};
 use super::text::{MAX_MESSAGE, bounded};
 use super::{PluginError, PluginInfo};
 use crate::store::StoreRoot;
@@ -78,7 +78,11 @@ impl CopierPlugin {
             let info = copier.call_describe(&mut store).await?;
             Ok((configured, info))
         };
-        match with_deadline(name, limits.call_timeout, call).await? {
+        match self
+            .runtime
+            .with_deadline(name, "describe", limits.call_timeout, call)
+            .await?
+        {
             (Err(message), _) => Err(PluginError::Config {
                 name: name.clone(),
                 message: bounded(&message, MAX_MESSAGE),
@@ -130,7 +134,10 @@ impl CopierPlugin {
             let dst = Resource::new_borrow(dst.rep());
             Ok(Ok(copier.call_copy(&mut store, src, dst, &paths).await?))
         };
-        let finished = with_deadline(name, limits.call_timeout, call).await;
+        let finished = self
+            .runtime
+            .with_deadline(name, "copy", limits.call_timeout, call)
+            .await;
         // Dropping the store drops the writers a trap or timeout left open;
         // their uploads are aborted before this call counts as done.
         let aborts = store.data().aborts.clone();

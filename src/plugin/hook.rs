@@ -12,7 +12,7 @@ use super::bindings::hook_world::exports::sleet::plugin::hook::{
 };
 use super::bindings::hook_world::{HookPlugin as Bindings, HookPluginPre};
 use super::host::{HostState, Scope};
-use super::runtime::{PluginRuntime, load_error, with_deadline};
+use super::runtime::{PluginEvent, PluginRuntime, load_error};
 use super::{PluginError, PluginInfo};
 
 /// What a run is, for a hook.
@@ -105,11 +105,20 @@ impl HookPlugin {
     ) -> Result<Decision, PluginError> {
         let ctx = context.to_wit();
         let decision = self.call(config, limits, HookCall::Pre(&ctx)).await?;
-        Ok(match decision {
+        let decision = match decision {
             None | Some(WitDecision::Allow) => Decision::Allow,
             Some(WitDecision::Skip(reason)) => Decision::Skip(truncate(reason)),
             Some(WitDecision::Fail(reason)) => Decision::Fail(truncate(reason)),
-        })
+        };
+        self.runtime.report(PluginEvent::Decision {
+            plugin: &self.info.name,
+            decision: match decision {
+                Decision::Allow => "allow",
+                Decision::Skip(_) => "skip",
+                Decision::Fail(_) => "fail",
+            },
+        });
+        Ok(decision)
     }
 
     /// Reports how the run went.
@@ -159,7 +168,16 @@ impl HookPlugin {
             };
             Ok(Ok(reply))
         };
-        match with_deadline(name, limits.call_timeout, call).await? {
+        let export = match what {
+            HookCall::Configure => "configure",
+            HookCall::Pre(_) => "pre-task",
+            HookCall::Post(..) => "post-task",
+        };
+        match self
+            .runtime
+            .with_deadline(name, export, limits.call_timeout, call)
+            .await?
+        {
             Ok(reply) => Ok(reply),
             Err(message) => Err(PluginError::Config {
                 name: name.clone(),

@@ -321,6 +321,7 @@ pub async fn load_dirs(
     dirs: &[PathBuf],
     cache: Option<PathBuf>,
     pins: BTreeMap<String, String>,
+    observer: Option<runtime::PluginObserver>,
 ) -> Result<Option<Arc<PluginSet>>, String> {
     if dirs.is_empty() {
         return Ok(None);
@@ -328,6 +329,9 @@ pub async fn load_dirs(
     let dirs = dirs.to_vec();
     tokio::task::spawn_blocking(move || {
         let runtime = PluginRuntime::new(cache)?;
+        if let Some(observer) = observer {
+            runtime.observe(observer);
+        }
         Ok(Some(Arc::new(PluginSet::load(&runtime, &dirs, &pins))))
     })
     .await

@@ -29,6 +29,7 @@ pub struct PluginRuntime {
     engine: Engine,
     cache: Option<CompileCache>,
     memory: Arc<tokio::sync::Semaphore>,
+    observer: std::sync::OnceLock<PluginObserver>,
 }
 
 impl std::fmt::Debug for PluginRuntime {
@@ -70,6 +71,7 @@ impl PluginRuntime {
             engine,
             cache,
             memory,
+            observer: std::sync::OnceLock::new(),
         }))
     }
 
@@ -228,19 +230,85 @@ pub fn call_error(name: &str, e: wasmtime::Error) -> PluginError {
     }
 }
 
-/// Runs one call under the plugin's wall-clock limit.
-pub async fn with_deadline<T>(
-    name: &str,
-    timeout: Duration,
-    call: impl Future<Output = wasmtime::Result<T>>,
-) -> Result<T, PluginError> {
-    match tokio::time::timeout(timeout, call).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(e)) => Err(call_error(name, e)),
-        Err(_) => Err(PluginError::Timeout {
-            name: name.into(),
-            after: timeout,
-        }),
+/// How a call into a plugin ended, as the runtime saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallResult {
+    /// It returned (whatever it returned).
+    Returned,
+    Trap,
+    Timeout,
+}
+
+impl CallResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallResult::Returned => "ok",
+            CallResult::Trap => "trap",
+            CallResult::Timeout => "timeout",
+        }
+    }
+}
+
+/// What the runtime tells whoever watches its plugins (the node's
+/// metrics): plain values, so the plugin wing knows nothing of them.
+#[derive(Debug, Clone, Copy)]
+pub enum PluginEvent<'a> {
+    Call {
+        plugin: &'a str,
+        export: &'static str,
+        took: Duration,
+        result: CallResult,
+    },
+    /// A pre-task hook's answer: `allow`, `skip` or `fail`.
+    Decision {
+        plugin: &'a str,
+        decision: &'static str,
+    },
+}
+
+/// Receives every [`PluginEvent`]; must be cheap (it runs on the call path).
+pub type PluginObserver = Arc<dyn Fn(PluginEvent<'_>) + Send + Sync>;
+
+impl PluginRuntime {
+    /// Tells `observer` of every call and decision from now on (once).
+    pub fn observe(&self, observer: PluginObserver) {
+        let _ = self.observer.set(observer);
+    }
+
+    pub(super) fn report(&self, event: PluginEvent<'_>) {
+        if let Some(observer) = self.observer.get() {
+            observer(event);
+        }
+    }
+
+    /// Runs one call of `export` under the plugin's wall-clock limit, and
+    /// reports how it ended.
+    pub async fn with_deadline<T>(
+        &self,
+        name: &str,
+        export: &'static str,
+        timeout: Duration,
+        call: impl Future<Output = wasmtime::Result<T>>,
+    ) -> Result<T, PluginError> {
+        let started = std::time::Instant::now();
+        let (result, outcome) = match tokio::time::timeout(timeout, call).await {
+            Ok(Ok(value)) => (CallResult::Returned, Ok(value)),
+            Ok(Err(e)) => (CallResult::Trap, Err(call_error(name, e))),
+            Err(_) => (
+                CallResult::Timeout,
+                Err(PluginError::Timeout {
+                    name: name.into(),
+                    after: timeout,
+                }),
+            ),
+        };
+        self.report(PluginEvent::Call {
+            plugin: name,
+            export,
+            took: started.elapsed(),
+            result,
+        });
+        outcome
     }
 }
 

@@ -5,6 +5,7 @@
 mod cli;
 mod common;
 mod corpus;
+mod deploy;
 mod props;
 mod s3;
 mod schemas;

@@ -19,7 +19,7 @@ async fn load(dir: &std::path::Path, fleet_pins: &[(&str, String)]) -> Arc<Plugi
         .iter()
         .map(|(n, s)| (n.to_string(), s.clone()))
         .collect();
-    sleet::plugin::load_dirs(&[dir.to_path_buf()], None, pins)
+    sleet::plugin::load_dirs(&[dir.to_path_buf()], None, pins, None)
         .await
         .expect("the plugin runtime starts")
         .expect("a plugin set")

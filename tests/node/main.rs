@@ -8,6 +8,7 @@ mod cluster;
 mod common;
 mod db;
 mod min_age;
+mod observability;
 mod outside;
 mod proxy;
 mod s3_chaos;

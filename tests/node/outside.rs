@@ -377,8 +377,9 @@ async fn a_fence_by_another_fleet_node_is_not_an_outside_compactor() {
         let spec = spec.clone();
         let token = CancellationToken::new();
         let run_token = token.clone();
-        let task =
-            tokio::spawn(async move { run_service(&db, &spec, &records, &|| {}, run_token).await });
+        let task = tokio::spawn(async move {
+            run_service(&db, &spec, &records, &|| {}, noop_recorder(), run_token).await
+        });
         (token, task)
     };
     let records = EpochRecords::new(root.clone(), "checker");
@@ -491,4 +492,8 @@ async fn two_gcs_on_one_database_lose_nothing() {
     );
     writer.close().await.unwrap();
     cluster.stop("g1").await;
+}
+
+fn noop_recorder() -> std::sync::Arc<dyn slatedb_common::metrics::MetricsRecorder> {
+    std::sync::Arc::new(slatedb_common::metrics::NoopMetricsRecorder::new())
 }

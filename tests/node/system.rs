@@ -107,3 +107,55 @@ fn run_rejects_bad_arguments() {
     );
     assert!(!root.path("nodes").exists(), "no heartbeat was written");
 }
+
+/// The newcomer's first command: the demo compacts, collects and mirrors
+/// its database, prints the mirror's lag and verified restore points, and
+/// stops cleanly on Ctrl-C. Its log lines carry no color codes when
+/// stderr is not a terminal.
+#[test]
+fn the_demo_mirrors_its_database_and_stops_on_ctrl_c() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("demo.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sleet"))
+        .args(["demo", dir.path().join("demo").to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("sleet demo starts");
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    let started = Instant::now();
+    while !text().contains("restore points, verified") {
+        if started.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("no verified restore point within 120 s:\n{}", text());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    signal(&child, "INT");
+    let status = child.wait().unwrap();
+    let output = text();
+    assert!(status.success(), "exit {status:?}:\n{output}");
+    assert!(output.contains("mirror: backup at manifest"), "{output}");
+    assert!(output.contains("stopped cleanly"), "{output}");
+    assert!(
+        !output.contains('\u{1b}'),
+        "color codes in a piped log:\n{output}"
+    );
+}
+
+#[test]
+fn a_bad_shutdown_grace_is_a_usage_error() {
+    let root = FileRoot::new();
+    fails_with(
+        sleet(&[
+            "run",
+            &root.url(),
+            "--node-id",
+            "n",
+            "--shutdown-grace",
+            "soon",
+        ]),
+        2,
+        "\"soon\" is not a duration",
+    );
+}

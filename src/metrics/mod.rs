@@ -1,0 +1,549 @@
+//! What a node counts, in Prometheus form: the node's loop, its tasks,
+//! mirrors, plugins, and SlateDB's own metrics. Every layer records into
+//! one [`Metrics`]; the endpoint encodes it on each scrape.
+//!
+//! Names and labels are documented in `docs/operations.md`. Counters are
+//! registered without `_total`; the encoder adds it.
+
+mod slatedb;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+pub use self::slatedb::SlateDbRecorder;
+use crate::plugin::runtime::PluginEvent;
+
+/// How much per-database detail the node exports. Per database, a mirror
+/// target adds 11 series and each running SlateDB service its own
+/// (`docs/operations.md` has the count); on a fleet of thousands of
+/// databases `node` keeps the series count flat.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Detail {
+    /// Series labelled with each database (and mirror target).
+    #[default]
+    Database,
+    /// Per-database series summed into one (the database label is empty).
+    Node,
+}
+
+#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ServiceLabels {
+    pub service: String,
+}
+
+#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TaskStateLabels {
+    pub service: String,
+    pub state: String,
+}
+
+#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TargetLabels {
+    pub database: String,
+    pub target: String,
+}
+
+#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PassLabels {
+    pub database: String,
+    pub target: String,
+    pub result: String,
+}
+
+#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CopiedLabels {
+    pub database: String,
+    pub target: String,
+    pub copier: String,
+}
+
+#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PrunedLabels {
+    pub database: String,
+    pub target: String,
+    pub kind: String,
+}
+
+#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CallLabels {
+    pub plugin: String,
+    pub export: String,
+    pub result: String,
+}
+
+#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DurationLabels {
+    pub plugin: String,
+    pub export: String,
+}
+
+#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecisionLabels {
+    pub plugin: String,
+    pub decision: String,
+}
+
+type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
+/// Histogram buckets from 1 ms to about 4.4 minutes.
+fn seconds_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 4.0, 10))
+}
+
+/// The node's own loop.
+pub struct NodeMetrics {
+    pub ticks: Counter,
+    pub tick_duration: Histogram,
+    pub heartbeat_put_failures: Counter,
+    pub heartbeat_list_failures: Counter,
+    pub config_poll_failures: Counter,
+    /// Seconds since the last poll that read the fleet root; set at scrape.
+    pub config_age: FloatGauge,
+    pub live_nodes: Gauge,
+}
+
+/// The tasks this node owns and supervises.
+#[derive(Default)]
+pub struct TaskMetrics {
+    pub owned: Family<ServiceLabels, Gauge>,
+    pub states: Family<TaskStateLabels, Gauge>,
+    pub restarts: Family<ServiceLabels, Counter>,
+    pub fences: Family<ServiceLabels, Counter>,
+}
+
+/// Mirror targets, per (database, target).
+#[derive(Default)]
+pub struct MirrorMetrics {
+    pub passes: Family<PassLabels, Counter>,
+    pub objects: Family<CopiedLabels, Counter>,
+    pub bytes: Family<CopiedLabels, Counter>,
+    pub behind_manifests: Family<TargetLabels, Gauge>,
+    pub behind_seconds: Family<TargetLabels, FloatGauge>,
+    pub last_restore_point: Family<TargetLabels, FloatGauge>,
+    pub pruned: Family<PrunedLabels, Counter>,
+}
+
+/// Plugin calls and hook decisions, per plugin.
+pub struct PluginMetrics {
+    pub calls: Family<CallLabels, Counter>,
+    pub duration: Family<DurationLabels, Histogram, fn() -> Histogram>,
+    pub decisions: Family<DecisionLabels, Counter>,
+}
+
+impl Default for PluginMetrics {
+    fn default() -> Self {
+        PluginMetrics {
+            calls: Family::default(),
+            duration: Family::new_with_constructor(seconds_histogram),
+            decisions: Family::default(),
+        }
+    }
+}
+
+/// Everything one node exports.
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    detail: Detail,
+    last_good_poll: Mutex<Instant>,
+    slatedb: slatedb::SlateFamilies,
+    pub node: NodeMetrics,
+    pub tasks: TaskMetrics,
+    pub mirror: MirrorMetrics,
+    pub plugins: PluginMetrics,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics")
+            .field("detail", &self.detail)
+            .finish()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new(Detail::default())
+    }
+}
+
+impl Metrics {
+    pub fn new(detail: Detail) -> Self {
+        let node = NodeMetrics {
+            ticks: Counter::default(),
+            tick_duration: seconds_histogram(),
+            heartbeat_put_failures: Counter::default(),
+            heartbeat_list_failures: Counter::default(),
+            config_poll_failures: Counter::default(),
+            config_age: FloatGauge::default(),
+            live_nodes: Gauge::default(),
+        };
+        let metrics = Metrics {
+            registry: Mutex::new(Registry::default()),
+            detail,
+            last_good_poll: Mutex::new(Instant::now()),
+            slatedb: slatedb::SlateFamilies::default(),
+            node,
+            tasks: TaskMetrics::default(),
+            mirror: MirrorMetrics::default(),
+            plugins: PluginMetrics::default(),
+        };
+        metrics.register_all();
+        metrics
+    }
+
+    fn register_all(&self) {
+        let mut r = self.registry();
+        let n = &self.node;
+        r.register(
+            "sleet_node_ticks",
+            "Ticks of the node loop",
+            n.ticks.clone(),
+        );
+        r.register(
+            "sleet_node_tick_duration_seconds",
+            "How long one tick took (heartbeat, config poll, placement)",
+            n.tick_duration.clone(),
+        );
+        r.register(
+            "sleet_node_heartbeat_put_failures",
+            "Heartbeat PUTs that failed",
+            n.heartbeat_put_failures.clone(),
+        );
+        r.register(
+            "sleet_node_heartbeat_list_failures",
+            "LISTs of the fleet's heartbeats that failed (the node kept its assignments)",
+            n.heartbeat_list_failures.clone(),
+        );
+        r.register(
+            "sleet_node_config_poll_failures",
+            "Config polls that could not read sleet.toml or the registry",
+            n.config_poll_failures.clone(),
+        );
+        r.register(
+            "sleet_node_config_age_seconds",
+            "Seconds since the last config poll that read the fleet root",
+            n.config_age.clone(),
+        );
+        r.register(
+            "sleet_node_live_nodes",
+            "Live nodes this node saw at its last tick, itself included",
+            n.live_nodes.clone(),
+        );
+        let t = &self.tasks;
+        r.register(
+            "sleet_tasks_owned",
+            "Tasks this node owns, per service",
+            t.owned.clone(),
+        );
+        r.register(
+            "sleet_tasks",
+            "Owned tasks by state (running, backoff, failing, stood_down)",
+            t.states.clone(),
+        );
+        r.register(
+            "sleet_task_restarts",
+            "Task runs that failed and were retried",
+            t.restarts.clone(),
+        );
+        r.register(
+            "sleet_task_fences",
+            "Times a task was fenced by a newer epoch",
+            t.fences.clone(),
+        );
+        let m = &self.mirror;
+        r.register(
+            "sleet_mirror_passes",
+            "Mirror passes by result (committed, caught_up, deferred, failed)",
+            m.passes.clone(),
+        );
+        r.register(
+            "sleet_mirror_objects_copied",
+            "Data objects mirror passes copied",
+            m.objects.clone(),
+        );
+        r.register(
+            "sleet_mirror_bytes_copied",
+            "Bytes mirror passes copied",
+            m.bytes.clone(),
+        );
+        r.register(
+            "sleet_mirror_behind_manifests",
+            "The source's latest manifest id minus the destination's (ids can skip: an upper bound)",
+            m.behind_manifests.clone(),
+        );
+        r.register(
+            "sleet_mirror_behind_seconds",
+            "How long the destination has been behind the source (0 when caught up)",
+            m.behind_seconds.clone(),
+        );
+        r.register(
+            "sleet_mirror_last_restore_point_timestamp_seconds",
+            "Unix time of the last restore point a pass committed",
+            m.last_restore_point.clone(),
+        );
+        r.register(
+            "sleet_mirror_pruned",
+            "Manifests and data objects retention deleted at destinations",
+            m.pruned.clone(),
+        );
+        let p = &self.plugins;
+        r.register(
+            "sleet_plugin_calls",
+            "Plugin calls by export and result (ok, trap, timeout, error)",
+            p.calls.clone(),
+        );
+        r.register(
+            "sleet_plugin_call_duration_seconds",
+            "How long plugin calls took, instantiation included",
+            p.duration.clone(),
+        );
+        r.register(
+            "sleet_hook_decisions",
+            "What pre-task hooks decided (allow, skip, fail)",
+            p.decisions.clone(),
+        );
+    }
+
+    fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The label a per-database series carries at this node's detail.
+    pub fn database_label(&self, url: &str) -> String {
+        match self.detail {
+            Detail::Database => url.to_string(),
+            Detail::Node => String::new(),
+        }
+    }
+
+    /// Labels of one mirror target's series.
+    pub fn target_labels(&self, database: &str, target: &str) -> TargetLabels {
+        match self.detail {
+            Detail::Database => TargetLabels {
+                database: database.to_string(),
+                target: target.to_string(),
+            },
+            Detail::Node => TargetLabels {
+                database: String::new(),
+                target: String::new(),
+            },
+        }
+    }
+
+    /// The series of one mirror target.
+    pub fn target(self: &Arc<Self>, database: &str, target: &str) -> TargetMetrics {
+        TargetMetrics {
+            labels: self.target_labels(database, target),
+            metrics: self.clone(),
+        }
+    }
+
+    /// A config poll read the fleet root.
+    pub fn config_read(&self) {
+        *self
+            .last_good_poll
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    pub fn tick_took(&self, took: Duration) {
+        self.node.ticks.inc();
+        self.node.tick_duration.observe(took.as_secs_f64());
+    }
+
+    /// One plugin call or hook decision (the plugin runtime's observer).
+    pub fn record_plugin(&self, event: PluginEvent<'_>) {
+        match event {
+            PluginEvent::Call {
+                plugin,
+                export,
+                took,
+                result,
+            } => {
+                self.plugins
+                    .calls
+                    .get_or_create(&CallLabels {
+                        plugin: plugin.to_string(),
+                        export: export.to_string(),
+                        result: result.as_str().to_string(),
+                    })
+                    .inc();
+                self.plugins
+                    .duration
+                    .get_or_create(&DurationLabels {
+                        plugin: plugin.to_string(),
+                        export: export.to_string(),
+                    })
+                    .observe(took.as_secs_f64());
+            }
+            PluginEvent::Decision { plugin, decision } => {
+                self.plugins
+                    .decisions
+                    .get_or_create(&DecisionLabels {
+                        plugin: plugin.to_string(),
+                        decision: decision.to_string(),
+                    })
+                    .inc();
+            }
+        }
+    }
+
+    /// The exposition of a node that has one series in every family: the
+    /// full list of what a node can export (a family shows in `/metrics`
+    /// only once it has a series). Checks of the dashboard use it.
+    pub fn catalogue() -> String {
+        let metrics = Metrics::default();
+        let t = &metrics.tasks;
+        let _ = t.owned.get_or_create(&ServiceLabels::default());
+        let _ = t.states.get_or_create(&TaskStateLabels::default());
+        let _ = t.restarts.get_or_create(&ServiceLabels::default());
+        let _ = t.fences.get_or_create(&ServiceLabels::default());
+        let m = &metrics.mirror;
+        let _ = m.passes.get_or_create(&PassLabels::default());
+        let _ = m.objects.get_or_create(&CopiedLabels::default());
+        let _ = m.bytes.get_or_create(&CopiedLabels::default());
+        let _ = m.behind_manifests.get_or_create(&TargetLabels::default());
+        let _ = m.behind_seconds.get_or_create(&TargetLabels::default());
+        let _ = m.last_restore_point.get_or_create(&TargetLabels::default());
+        let _ = m.pruned.get_or_create(&PrunedLabels::default());
+        let p = &metrics.plugins;
+        let _ = p.calls.get_or_create(&CallLabels::default());
+        let _ = p.duration.get_or_create(&DurationLabels::default());
+        let _ = p.decisions.get_or_create(&DecisionLabels::default());
+        metrics.encode()
+    }
+
+    /// The Prometheus text exposition of everything.
+    pub fn encode(&self) -> String {
+        let age = self
+            .last_good_poll
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed();
+        self.node.config_age.set(age.as_secs_f64());
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry())
+            .expect("writing to a String cannot fail");
+        text
+    }
+}
+
+/// What one mirror target records.
+#[derive(Debug, Clone)]
+pub struct TargetMetrics {
+    metrics: Arc<Metrics>,
+    labels: TargetLabels,
+}
+
+impl TargetMetrics {
+    /// A pass ended: `committed`, `caught_up`, `deferred` or `failed`.
+    pub fn pass(&self, result: &str) {
+        let TargetLabels { database, target } = self.labels.clone();
+        self.metrics
+            .mirror
+            .passes
+            .get_or_create(&PassLabels {
+                database,
+                target,
+                result: result.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn copied(&self, copier: &str, objects: u64, bytes: u64) {
+        let TargetLabels { database, target } = self.labels.clone();
+        let labels = CopiedLabels {
+            database,
+            target,
+            copier: copier.to_string(),
+        };
+        let mirror = &self.metrics.mirror;
+        mirror.objects.get_or_create(&labels).inc_by(objects);
+        mirror.bytes.get_or_create(&labels).inc_by(bytes);
+    }
+
+    /// How far the destination is behind the source.
+    pub fn behind(&self, manifests: u64, for_how_long: Duration) {
+        let mirror = &self.metrics.mirror;
+        mirror
+            .behind_manifests
+            .get_or_create(&self.labels)
+            .set(manifests as i64);
+        mirror
+            .behind_seconds
+            .get_or_create(&self.labels)
+            .set(for_how_long.as_secs_f64());
+    }
+
+    /// A pass just committed a restore point.
+    pub fn restore_point_committed(&self) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        self.metrics
+            .mirror
+            .last_restore_point
+            .get_or_create(&self.labels)
+            .set(now.as_secs_f64());
+    }
+
+    pub fn pruned(&self, manifests: u64, objects: u64) {
+        for (kind, count) in [("manifests", manifests), ("objects", objects)] {
+            let TargetLabels { database, target } = self.labels.clone();
+            self.metrics
+                .mirror
+                .pruned
+                .get_or_create(&PrunedLabels {
+                    database,
+                    target,
+                    kind: kind.to_string(),
+                })
+                .inc_by(count);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_is_exported_with_its_help() {
+        let metrics = Metrics::default();
+        metrics.tick_took(Duration::from_millis(3));
+        metrics
+            .tasks
+            .restarts
+            .get_or_create(&ServiceLabels {
+                service: "gc".into(),
+            })
+            .inc();
+        let text = metrics.encode();
+        assert!(text.contains("sleet_node_ticks_total 1"), "{text}");
+        assert!(text.contains("sleet_task_restarts_total{service=\"gc\"} 1"));
+        assert!(text.contains("sleet_node_config_age_seconds "));
+        assert!(text.ends_with("# EOF\n"));
+        let catalogue = Metrics::catalogue();
+        for family in ["sleet_mirror_passes", "sleet_plugin_call_duration_seconds"] {
+            assert!(
+                catalogue.contains(&format!("# TYPE {family} ")),
+                "{catalogue}"
+            );
+        }
+    }
+
+    #[test]
+    fn node_detail_drops_the_database_label() {
+        let metrics = Metrics::new(Detail::Node);
+        assert_eq!(metrics.database_label("s3://b/db"), "");
+        let per_db = Metrics::new(Detail::Database);
+        assert_eq!(per_db.database_label("s3://b/db"), "s3://b/db");
+    }
+}

@@ -1,0 +1,168 @@
+//! What a node's health probes and `/status` answer from: the node loop
+//! writes here each tick, the endpoint only reads. Liveness and readiness
+//! are pure functions of what was written and the time, so they are
+//! tested without a server.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// A node is live while its loop ticked within this many heartbeat
+/// intervals. Every store call in a tick is bounded by one interval, so a
+/// tick of a node whose store is down still ends within a few.
+pub const LIVE_WITHIN_INTERVALS: u32 = 10;
+
+/// One task this node owns, as `/status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct TaskReport {
+    pub database: String,
+    pub service: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// `starting`, `running`, `backoff` or `stood_down`.
+    pub state: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// This node's view, as `GET /status` returns it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct NodeReport {
+    pub node_id: String,
+    pub services: Vec<String>,
+    /// Live nodes at the last tick, this one included.
+    pub live_nodes: u64,
+    /// Whether the last config poll read the fleet root.
+    pub config_read: bool,
+    /// Whether the last heartbeat PUT succeeded.
+    pub heartbeat_written: bool,
+    pub tasks: Vec<TaskReport>,
+}
+
+#[derive(Debug)]
+struct State {
+    last_tick: Option<Instant>,
+    interval: Duration,
+    report: NodeReport,
+}
+
+/// Shared between the node loop (writer) and the endpoint (reader).
+#[derive(Debug)]
+pub struct NodeProbes {
+    state: Mutex<State>,
+}
+
+impl Default for NodeProbes {
+    fn default() -> Self {
+        NodeProbes {
+            state: Mutex::new(State {
+                last_tick: None,
+                interval: Duration::from_secs(10),
+                report: NodeReport::default(),
+            }),
+        }
+    }
+}
+
+/// Why a probe fails, for its response body.
+pub type ProbeResult = Result<&'static str, String>;
+
+impl NodeProbes {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The loop finished a tick, with this view and heartbeat interval.
+    pub fn ticked(&self, report: NodeReport, interval: Duration) {
+        let mut state = self.state();
+        state.last_tick = Some(Instant::now());
+        state.interval = interval;
+        state.report = report;
+    }
+
+    pub fn report(&self) -> NodeReport {
+        self.state().report.clone()
+    }
+
+    /// `/healthz`: the node loop is alive.
+    pub fn live(&self) -> ProbeResult {
+        let state = self.state();
+        liveness(state.last_tick.map(|t| t.elapsed()), state.interval)
+    }
+
+    /// `/readyz`: the node has read its config and written its heartbeat.
+    pub fn ready(&self) -> ProbeResult {
+        let state = self.state();
+        readiness(state.last_tick.is_some(), &state.report)
+    }
+}
+
+/// Live until no tick ended for [`LIVE_WITHIN_INTERVALS`] intervals; a
+/// node still in its first tick is live (it is starting).
+pub fn liveness(since_last_tick: Option<Duration>, interval: Duration) -> ProbeResult {
+    let limit = interval * LIVE_WITHIN_INTERVALS;
+    match since_last_tick {
+        Some(since) if since > limit => Err(format!(
+            "the node loop has not ticked for {}s (limit {}s)",
+            since.as_secs(),
+            limit.as_secs()
+        )),
+        _ => Ok("live"),
+    }
+}
+
+/// Ready once a tick read the config and wrote the heartbeat; not ready
+/// while either fails (peers cannot see this node, or it works from a
+/// stale view).
+pub fn readiness(ticked: bool, report: &NodeReport) -> ProbeResult {
+    if !ticked {
+        return Err("starting: no tick has finished yet".into());
+    }
+    match (report.config_read, report.heartbeat_written) {
+        (true, true) => Ok("ready"),
+        (false, _) => Err("the last config poll could not read the fleet root".into()),
+        (true, false) => Err("the last heartbeat could not be written".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEN: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn live_while_ticking_and_while_starting() {
+        assert!(liveness(None, TEN).is_ok());
+        assert!(liveness(Some(Duration::from_secs(99)), TEN).is_ok());
+        let stuck = liveness(Some(Duration::from_secs(101)), TEN).unwrap_err();
+        assert!(stuck.contains("101s"), "{stuck}");
+    }
+
+    #[test]
+    fn ready_only_with_config_read_and_heartbeat_written() {
+        let good = NodeReport {
+            config_read: true,
+            heartbeat_written: true,
+            ..NodeReport::default()
+        };
+        assert!(readiness(false, &good).is_err());
+        assert_eq!(readiness(true, &good), Ok("ready"));
+        let no_heartbeat = NodeReport {
+            heartbeat_written: false,
+            ..good.clone()
+        };
+        assert!(
+            readiness(true, &no_heartbeat)
+                .unwrap_err()
+                .contains("heartbeat")
+        );
+        let no_config = NodeReport {
+            config_read: false,
+            ..good
+        };
+        assert!(readiness(true, &no_config).unwrap_err().contains("config"));
+    }
+}
