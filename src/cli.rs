@@ -448,10 +448,11 @@ fn parse_restore_point(value: &str) -> Result<RestorePoint, String> {
     value.parse()
 }
 
-/// Shows objects and bytes copied on stderr while a one-shot copy runs,
-/// when stderr is a terminal and the output is text.
+/// A progress bar on stderr while a one-shot copy runs (objects and bytes
+/// against the planned total, rate, time left), only when stderr is a
+/// terminal and the output is text: nothing of it in logs or JSON.
 struct ProgressMeter {
-    task: Option<tokio::task::JoinHandle<()>>,
+    task: Option<(tokio::task::JoinHandle<()>, indicatif::ProgressBar)>,
 }
 
 impl ProgressMeter {
@@ -460,38 +461,40 @@ impl ProgressMeter {
         if format != Format::Text || !std::io::stderr().is_terminal() {
             return ProgressMeter { task: None };
         }
+        let bar = indicatif::ProgressBar::new(0).with_style(progress_style());
+        let shown = bar.clone();
         let task = tokio::spawn(async move {
             loop {
-                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
                 let (objects, bytes) = progress.totals();
-                eprint!("\rcopied {objects} objects, {}   ", human_bytes(bytes));
+                let (all_objects, all_bytes) = progress.expected();
+                shown.set_length(all_bytes.max(bytes));
+                shown.set_position(bytes);
+                shown.set_message(if all_objects > 0 {
+                    format!("{objects}/{all_objects} objects")
+                } else {
+                    "planning".to_string()
+                });
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             }
         });
-        ProgressMeter { task: Some(task) }
+        ProgressMeter {
+            task: Some((task, bar)),
+        }
     }
 
     fn finish(self) {
-        if let Some(task) = self.task {
+        if let Some((task, bar)) = self.task {
             task.abort();
-            eprint!("\r\x1b[K");
+            bar.finish_and_clear();
         }
     }
 }
 
-/// `1.5 MiB`-style sizes for people.
-fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
+fn progress_style() -> indicatif::ProgressStyle {
+    indicatif::ProgressStyle::with_template(
+        "{bar:30} {bytes}/{total_bytes} {msg}, {bytes_per_sec}, {eta} left",
+    )
+    .expect("a valid template")
 }
 
 fn render_sync(r: &MirrorSyncResponse) -> String {

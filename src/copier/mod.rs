@@ -89,6 +89,9 @@ pub enum CopyError {
 pub struct CopyProgress {
     objects: AtomicU64,
     bytes: AtomicU64,
+    /// What the copy expects to move in all (0: not known yet).
+    expected_objects: AtomicU64,
+    expected_bytes: AtomicU64,
 }
 
 impl CopyProgress {
@@ -99,6 +102,24 @@ impl CopyProgress {
     pub fn record(&self, objects: u64, bytes: u64) {
         self.objects.fetch_add(objects, Ordering::Relaxed);
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// `objects` more objects of about `bytes` are to be copied beyond
+    /// what is copied so far (a pass that restarts re-plans what is left).
+    pub fn expect(&self, objects: u64, bytes: u64) {
+        let (done_objects, done_bytes) = self.totals();
+        self.expected_objects
+            .store(done_objects + objects, Ordering::Relaxed);
+        self.expected_bytes
+            .store(done_bytes + bytes, Ordering::Relaxed);
+    }
+
+    /// `(objects, bytes)` expected in all, `(0, 0)` before anything is planned.
+    pub fn expected(&self) -> (u64, u64) {
+        (
+            self.expected_objects.load(Ordering::Relaxed),
+            self.expected_bytes.load(Ordering::Relaxed),
+        )
     }
 
     /// `(objects, bytes)` so far.

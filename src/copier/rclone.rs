@@ -6,13 +6,82 @@ use std::path::PathBuf;
 use std::process::Stdio;
 
 use async_trait::async_trait;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
 use super::{Copier, CopyBatch, CopyError, CopyProgress, CopyReport, ObjectOutcome};
 
 /// Lines of rclone's stderr quoted in an error.
 const STDERR_LINES: usize = 5;
+/// Bytes of one stderr line read at once (a longer one is read in parts).
+const MAX_LINE: u64 = 64 * 1024;
+/// Characters of one rclone message kept (its log is read, not trusted).
+const MAX_MESSAGE: usize = 512;
+/// How often rclone reports its transfer totals (read into the pass's
+/// progress, so a seeding pass shows bytes as they move).
+const STATS_EVERY: &str = "500ms";
+
+/// One line of rclone's JSON log (`--use-json-log`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum LogLine {
+    /// Cumulative totals so far.
+    Stats { bytes: u64, transfers: u64 },
+    /// Anything else it said, bounded.
+    Message(String),
+}
+
+/// Reads one stderr line: a stats entry, a message, or (not JSON, as
+/// rclone prints before its logger starts) the line itself.
+fn parse_log_line(line: &str) -> LogLine {
+    let bounded = |text: &str| text.chars().take(MAX_MESSAGE).collect::<String>();
+    let Ok(entry) = serde_json::from_str::<serde_json::Value>(line) else {
+        return LogLine::Message(bounded(line.trim()));
+    };
+    if let Some(stats) = entry.get("stats") {
+        let field = |name: &str| stats.get(name).and_then(serde_json::Value::as_u64);
+        if let (Some(bytes), Some(transfers)) = (field("bytes"), field("transfers")) {
+            return LogLine::Stats { bytes, transfers };
+        }
+    }
+    let message = entry
+        .get("msg")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or(line);
+    LogLine::Message(bounded(message.trim()))
+}
+
+/// What rclone's log told about one run.
+#[derive(Debug, Default)]
+struct RunLog {
+    /// Totals recorded into the progress so far.
+    bytes: u64,
+    transfers: u64,
+    /// Its last messages, for an error.
+    last: std::collections::VecDeque<String>,
+}
+
+impl RunLog {
+    /// Takes one line; records new bytes and transfers into `progress`.
+    fn take(&mut self, line: &str, progress: &CopyProgress) {
+        match parse_log_line(line) {
+            LogLine::Stats { bytes, transfers } => {
+                progress.record(
+                    transfers.saturating_sub(self.transfers),
+                    bytes.saturating_sub(self.bytes),
+                );
+                self.bytes = self.bytes.max(bytes);
+                self.transfers = self.transfers.max(transfers);
+            }
+            LogLine::Message(message) if !message.is_empty() => {
+                if self.last.len() == STDERR_LINES {
+                    self.last.pop_front();
+                }
+                self.last.push_back(message);
+            }
+            LogLine::Message(_) => {}
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct RcloneCopier {
@@ -113,7 +182,12 @@ impl Copier for RcloneCopier {
             .map_err(|e| self.failed(format!("failed to write files-from list: {e}")))?;
 
         let mut command = tokio::process::Command::new(&self.binary);
-        command.arg("copy").arg("--files-from").arg(list.path());
+        command
+            .arg("copy")
+            .arg("--files-from")
+            .arg(list.path())
+            .args(["--use-json-log", "--stats", STATS_EVERY])
+            .args(["--stats-log-level", "NOTICE"]);
         pass_ca_bundle(&mut command);
         let mut child = command
             .arg(&source)
@@ -126,26 +200,43 @@ impl Copier for RcloneCopier {
             .map_err(|e| {
                 self.failed(format!("failed to run \"{}\": {e}", self.binary.display()))
             })?;
-        let mut stderr = child.stderr.take().expect("piped stderr");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let mut log = RunLog::default();
         let run = async {
-            let mut err = String::new();
-            let _ = stderr.read_to_string(&mut err).await;
-            (child.wait().await, err)
+            // Line by line, each bounded: rclone's log is never held whole.
+            let mut reader = tokio::io::BufReader::new(stderr);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                let read = (&mut reader)
+                    .take(MAX_LINE)
+                    .read_until(b'\n', &mut line)
+                    .await;
+                match read {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => log.take(&String::from_utf8_lossy(&line), progress),
+                }
+            }
+            child.wait().await
         };
-        let (status, err) = tokio::select! {
+        let status = tokio::select! {
             done = run => done,
             () = cancel.cancelled() => return Err(CopyError::Cancelled),
         };
         let status = status.map_err(|e| self.failed(format!("failed to wait for rclone: {e}")))?;
         if !status.success() {
-            let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-            let tail = lines[lines.len().saturating_sub(STDERR_LINES)..].join("; ");
+            let tail = log.last.iter().cloned().collect::<Vec<_>>().join("; ");
             return Err(self.failed(format!(
                 "{} exited with {status}: {tail}",
                 self.binary.display()
             )));
         }
-        progress.record(batch.objects.len() as u64, 0);
+        // Objects its stats did not count (already there, or listed and
+        // skipped) still count as handled, as before.
+        progress.record(
+            (batch.objects.len() as u64).saturating_sub(log.transfers),
+            0,
+        );
         Ok(CopyReport {
             outcomes: batch
                 .objects
@@ -158,6 +249,30 @@ impl Copier for RcloneCopier {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn stats_lines_feed_progress_and_messages_are_kept_bounded() {
+        let progress = CopyProgress::default();
+        let mut log = RunLog::default();
+        let stats = |bytes, transfers| {
+            format!(
+                r#"{{"level":"warning","msg":"Transferred...","stats":{{"bytes":{bytes},"transfers":{transfers}}}}}"#
+            )
+        };
+        log.take(&stats(1000, 0), &progress);
+        log.take(&stats(4000, 2), &progress);
+        assert_eq!(progress.totals(), (2, 4000));
+        log.take(&stats(4000, 2), &progress);
+        assert_eq!(progress.totals(), (2, 4000), "totals are cumulative");
+        let long = "x".repeat(10_000);
+        log.take(&format!(r#"{{"level":"error","msg":"{long}"}}"#), &progress);
+        assert_eq!(log.last.back().unwrap().len(), MAX_MESSAGE);
+        for i in 0..10 {
+            log.take(&format!("plain line {i}"), &progress);
+        }
+        assert_eq!(log.last.len(), STDERR_LINES);
+        assert_eq!(log.last.back().unwrap(), "plain line 9");
+    }
+
     use super::*;
 
     #[test]

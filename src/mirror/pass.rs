@@ -202,6 +202,14 @@ impl MirrorPair {
             Err(reason) => return Ok(Attempt::Restart(reason)),
         };
         let work = self.plan(&closure, watermark).await?;
+        // Sizes from the manifests (an SST's index end, WAL objects as 0):
+        // close enough for a progress bar, and no extra request.
+        let about: u64 = work
+            .iter()
+            .filter_map(|name| closure.objects.get(name))
+            .map(|floor| floor.min_size)
+            .sum();
+        self.progress.expect(work.len() as u64, about);
         let (objects, bytes) = match self.copy_pinned(pin, &work, cancel).await? {
             Ok(copied) => copied,
             Err(reason) => return Ok(Attempt::Restart(reason)),
@@ -509,9 +517,11 @@ impl MirrorPair {
                         first: failures.swap_remove(0),
                     });
                 }
+                let mut bytes = report.bytes();
                 if !self.copier.host_writes() {
                     match check_copies(&source, &destination, work).await? {
-                        Checked::Intact => {}
+                        // What the destination holds, not what the copier said.
+                        Checked::Intact { bytes: verified } => bytes = verified,
                         Checked::VanishedAtSource(name) => {
                             return Ok(Err(format!("{name} vanished mid-copy")));
                         }
@@ -524,7 +534,7 @@ impl MirrorPair {
                         }
                     }
                 }
-                Ok(Ok((report.copied() as u64, report.bytes())))
+                Ok(Ok((report.copied() as u64, bytes)))
             }
             Err(CopyError::Cancelled) => Err(MirrorError::Cancelled),
             Err(e) => match first_missing(&source, work).await? {

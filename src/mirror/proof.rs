@@ -83,8 +83,9 @@ fn content_hash(meta: &ObjectMeta) -> Option<&str> {
 /// What checking a batch found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Checked {
-    /// Every object is at the destination as at the source.
-    Intact,
+    /// Every object is at the destination as at the source, `bytes` in all
+    /// (the sizes the destination reports: what was really copied).
+    Intact { bytes: u64 },
     /// The source lost an object meanwhile (GC): the pass restarts.
     VanishedAtSource(String),
     /// The first copy that differs from its source.
@@ -114,20 +115,24 @@ pub async fn check_copies(
     let mut checks = futures::stream::iter(heads).buffer_unordered(CHECKS_IN_FLIGHT);
     let mut vanished = None;
     let mut differs: Option<(String, Mismatch)> = None;
+    let mut bytes = 0;
     while let Some(checked) = checks.next().await {
         let (name, at_source, at_destination) = checked?;
         let Some(at_source) = at_source else {
             vanished.get_or_insert(name);
             continue;
         };
-        if let Some(mismatch) = compare(&at_source, at_destination.as_ref()) {
-            differs.get_or_insert((name, mismatch));
+        match compare(&at_source, at_destination.as_ref()) {
+            Some(mismatch) => {
+                differs.get_or_insert((name, mismatch));
+            }
+            None => bytes += at_source.size,
         }
     }
     Ok(match (differs, vanished) {
         (Some((name, mismatch)), _) => Checked::Differs(name, mismatch),
         (None, Some(name)) => Checked::VanishedAtSource(name),
-        (None, None) => Checked::Intact,
+        (None, None) => Checked::Intact { bytes },
     })
 }
 

@@ -120,6 +120,10 @@ pub async fn restore(
         .into_keys()
         .filter(|name| sizes.contains_key(name))
         .collect();
+    progress.expect(
+        objects.len() as u64,
+        objects.iter().filter_map(|name| sizes.get(name)).sum(),
+    );
     let copier = BuiltinCopier::new(RESTORE_PARALLELISM);
     let batch = CopyBatch {
         source: &backup_root,

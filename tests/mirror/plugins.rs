@@ -797,3 +797,59 @@ async fn latest_manifest(url: &str) -> u64 {
         .unwrap()
         .map_or(0, |m| m.id())
 }
+
+/// On a terminal, a one-shot sync draws a progress bar against the pass's
+/// planned total (a throttled copier keeps it on screen); with
+/// `--format json` nothing but the JSON is written. Run under `script`,
+/// which gives the command a pseudo-terminal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_on_a_terminal_shows_a_progress_bar_and_json_does_not() {
+    let Some(script) = ["/usr/bin/script", "/bin/script"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+    else {
+        eprintln!("skipped: no script(1) for a pseudo-terminal");
+        return;
+    };
+    let plugins_dir = plugin_dir(&["throttle-copier"]);
+    let run = |format: &'static str, dest: &str| {
+        let (dest, plugins) = (dest.to_string(), plugins_dir.path().to_path_buf());
+        async move {
+            let data = tempfile::tempdir().unwrap();
+            let source = format!("file://{}/source", data.path().display());
+            db::seed(&source, 6).await;
+            let root = crate::common::FileRoot::new();
+            let extra = "[database.mirror.targets.t.copier_config]\nbytes_per_second = 60000\n";
+            root.write("sleet.toml", &target(&dest, "throttle-copier", extra));
+            let registered =
+                crate::common::sleet(&["register", &root.url(), &source, "--no-check"]);
+            assert!(registered.status.success());
+            let command = format!(
+                "{} mirror sync {} {source} t --plugin-dir {} --format {format}",
+                env!("CARGO_BIN_EXE_sleet"),
+                root.url(),
+                plugins.display()
+            );
+            let out = std::process::Command::new(script)
+                .args(["-qfec", &command, "/dev/null"])
+                .env("TERM", "xterm")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8_lossy(&out.stdout).to_string()
+        }
+    };
+    let dest_dir = tempfile::tempdir().unwrap();
+    let shown = run("text", &format!("file://{}/a", dest_dir.path().display())).await;
+    assert!(shown.contains(" objects, "), "no bar:\n{shown}");
+    assert!(shown.contains(" left"), "no time left:\n{shown}");
+    assert!(shown.contains("synced "), "{shown}");
+    let json = run("json", &format!("file://{}/b", dest_dir.path().display())).await;
+    assert!(!json.contains(" left"), "a bar with --format json:\n{json}");
+    // The pseudo-terminal also carries the log lines (stderr); the reply
+    // is the JSON document from the line that opens it.
+    let start = json.find("\n{").map_or(0, |at| at + 1);
+    let reply: serde_json::Value = serde_json::from_str(json[start..].trim())
+        .unwrap_or_else(|e| panic!("a JSON reply ({e}):\n{json}"));
+    assert_eq!(reply["committed"], true);
+}

@@ -223,6 +223,22 @@ async fn prometheus_scrapes_a_mirroring_node_and_probes_tell_live_from_ready() {
     let passes = r#"sum(sleet_mirror_passes_total{result="committed"})"#;
     assert!(prom_value(prom_port, passes).await.unwrap() >= 2.0);
 
+    // SlateDB's own compactor metrics come through, labelled by database.
+    let (_, exposition) = get(port, "/metrics").await.unwrap();
+    let slatedb_series = exposition
+        .lines()
+        .filter(|l| l.starts_with("slatedb_") && l.contains(&format!("database=\"{source}\"")))
+        .count();
+    let mirror_series = exposition
+        .lines()
+        .filter(|l| l.starts_with("sleet_mirror_") && l.contains("target=\"live\""))
+        .count();
+    eprintln!(
+        "series for one database: {slatedb_series} from SlateDB's compactor, {mirror_series} for its mirror target"
+    );
+    assert!(slatedb_series > 0, "{exposition}");
+    assert!(mirror_series <= 11, "{exposition}");
+
     // Cut off from the store: not ready, still live.
     proxy.faults.cut_off(true);
     until(Duration::from_secs(30), "/readyz turns 503", || async {
