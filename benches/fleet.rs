@@ -68,20 +68,9 @@ fn resident_mib() -> f64 {
 /// time per minute and resident memory. `cargo bench --bench fleet --
 /// metrics-off`, then `-- metrics-on`.
 async fn metrics_bench(listen: bool) {
-    const DATABASES: usize = 100;
-    let window_secs: u64 = std::env::var("SLEET_BENCH_IDLE_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(120);
-    let root_dir = tempfile::tempdir().expect("a temporary root");
-    let data_dir = tempfile::tempdir().expect("a temporary data dir");
-    let root_url = format!("file://{}", root_dir.path().display());
-    let fleet = Fleet::open(&root_url).expect("the root");
-    for i in 0..DATABASES {
-        let url = format!("file://{}/db{i:03}", data_dir.path().display());
-        seed_idle_database(&url).await;
-        fleet.register(&url).await.expect("register");
-    }
+    let window_secs = idle_window_secs();
+    let idle = IdleFleet::seed().await;
+    let fleet = idle.fleet.clone();
     let metrics = Arc::new(sleet::metrics::Metrics::default());
     let probes = Arc::new(sleet::probes::NodeProbes::default());
     let shutdown = CancellationToken::new();
@@ -118,7 +107,7 @@ async fn metrics_bench(listen: bool) {
     shutdown.cancel();
     node.await.expect("the node task").expect("a clean stop");
     println!(
-        "metrics ({}): {DATABASES} idle databases, {window_secs} s window: {cpu:.2} CPU s/min, \
+        "metrics ({}): {IDLE_DATABASES} idle databases, {window_secs} s window: {cpu:.2} CPU s/min, \
          {rss:.1} MiB resident; {scraped} scrapes of {bytes} bytes",
         if listen {
             "endpoint on, scraped every 5 s"
@@ -250,22 +239,48 @@ fn window(before: [u64; 6], after: [u64; 6], minutes: f64) -> String {
     format!("{:.1}/min ({})", total as f64 / minutes, parts.join(" "))
 }
 
-async fn idle_bench() {
-    const DATABASES: usize = 100;
-    let window_secs: u64 = std::env::var("SLEET_BENCH_IDLE_SECS")
+/// Databases the idle benchmarks register.
+const IDLE_DATABASES: usize = 100;
+
+/// The measurement window: `SLEET_BENCH_IDLE_SECS`, default 120 s.
+fn idle_window_secs() -> u64 {
+    std::env::var("SLEET_BENCH_IDLE_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(120);
-    let root_dir = tempfile::tempdir().expect("a temporary root");
-    let data_dir = tempfile::tempdir().expect("a temporary data dir");
-    let root_url = format!("file://{}", root_dir.path().display());
-    let plain = Fleet::open(&root_url).expect("the root");
-    eprintln!("idle: seeding {DATABASES} databases");
-    for i in 0..DATABASES {
-        let url = format!("file://{}/db{i:03}", data_dir.path().display());
-        seed_idle_database(&url).await;
-        plain.register(&url).await.expect("register");
+        .unwrap_or(120)
+}
+
+/// A `file://` fleet with [`IDLE_DATABASES`] small idle databases registered;
+/// the directories live as long as it does.
+struct IdleFleet {
+    fleet: Fleet,
+    _root: tempfile::TempDir,
+    _data: tempfile::TempDir,
+}
+
+impl IdleFleet {
+    async fn seed() -> IdleFleet {
+        let root = tempfile::tempdir().expect("a temporary root");
+        let data = tempfile::tempdir().expect("a temporary data dir");
+        let fleet = Fleet::open(&format!("file://{}", root.path().display())).expect("the root");
+        eprintln!("idle: seeding {IDLE_DATABASES} databases");
+        for i in 0..IDLE_DATABASES {
+            let url = format!("file://{}/db{i:03}", data.path().display());
+            seed_idle_database(&url).await;
+            fleet.register(&url).await.expect("register");
+        }
+        IdleFleet {
+            fleet,
+            _root: root,
+            _data: data,
+        }
     }
+}
+
+async fn idle_bench() {
+    let window_secs = idle_window_secs();
+    let idle = IdleFleet::seed().await;
+    let plain = idle.fleet.clone();
 
     // Default cadences: an empty sleet.toml.
     let root_counts = Arc::new(CountingStore::new(plain.root().store().clone()));
@@ -306,7 +321,7 @@ async fn idle_bench() {
 
     let minutes = window_secs as f64 / 60.0;
     println!(
-        "idle: one node owning {DATABASES} idle databases x 3 services, default cadences, {window_secs} s window"
+        "idle: one node owning {IDLE_DATABASES} idle databases x 3 services, default cadences, {window_secs} s window"
     );
     println!(
         "idle: fleet-root requests: {}",
@@ -321,14 +336,14 @@ async fn idle_bench() {
         if during > 0 {
             println!(
                 "idle:   {kind:<18} {:.1}/min per database",
-                during as f64 / minutes / DATABASES as f64
+                during as f64 / minutes / IDLE_DATABASES as f64
             );
         }
     }
     let service_total: u64 = (0..6).map(|i| service_after[i] - service_before[i]).sum();
     println!(
         "idle: service requests per database: {:.1}/min",
-        service_total as f64 / minutes / DATABASES as f64
+        service_total as f64 / minutes / IDLE_DATABASES as f64
     );
 }
 

@@ -10,12 +10,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use slatedb::CompactorBuilder;
 use slatedb::config::{
     CompactionWorkerOptions, CompactorOptions, GarbageCollectorDirectoryOptions,
     GarbageCollectorOptions, GarbageCollectorScheduleOptions, SizeTieredCompactionSchedulerOptions,
 };
 use slatedb::{CloseReason, ErrorKind};
+use slatedb::{CompactionWorkerBuilder, CompactorBuilder, GarbageCollectorBuilder};
 use slatedb_common::metrics::MetricsRecorder;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -152,7 +152,7 @@ pub async fn run_service(
         ServiceSpec::Gc(gc) => {
             started();
             let options = gc_options(gc, db.supports_conditional_update());
-            let result = db.admin().run_gc_with_options(token, options).await;
+            let result = run_gc(db, options, recorder, token).await;
             result.map_err(|e| db.slatedb_error(e).into())
         }
         ServiceSpec::Coordinator(c, outside) => {
@@ -163,7 +163,7 @@ pub async fn run_service(
         ServiceSpec::Workers(w, outside) => {
             db.may_compact(records, outside).await?;
             started();
-            run_workers(db, w, outside, records, token).await
+            run_workers(db, w, outside, records, recorder, token).await
         }
         // A mirror task needs its destination too: `mirror::run` runs it.
         ServiceSpec::Mirror(_) => Err(DatabaseError::Unsupported {
@@ -247,6 +247,53 @@ async fn run_coordinator(
     }
 }
 
+/// Runs SlateDB's garbage collector until `token` is cancelled: what
+/// `Admin::run_gc_with_options` does, built here so its metrics reach the
+/// node's recorder (`Admin` takes none in SlateDB 0.18).
+async fn run_gc(
+    db: &DatabaseHandle,
+    options: GarbageCollectorOptions,
+    recorder: Arc<dyn MetricsRecorder>,
+    token: CancellationToken,
+) -> Result<(), slatedb::Error> {
+    let gc = GarbageCollectorBuilder::new(db.path().clone(), db.store().clone())
+        .with_options(options)
+        .with_metrics_recorder(recorder)
+        .build();
+    let run = gc.run();
+    tokio::pin!(run);
+    // Biased: the first poll starts the collector before a cancellation
+    // is looked at, so `stop` never meets a collector that never started.
+    tokio::select! {
+        biased;
+        result = &mut run => result,
+        () = token.cancelled() => gc.stop().await,
+    }
+}
+
+/// Runs SlateDB's compaction workers until `token` is cancelled, as
+/// `Admin::run_compaction_worker_with_options` does, with the node's
+/// metrics recorder.
+async fn run_worker(
+    db: &DatabaseHandle,
+    options: CompactionWorkerOptions,
+    recorder: Arc<dyn MetricsRecorder>,
+    token: CancellationToken,
+) -> Result<(), slatedb::Error> {
+    let worker = CompactionWorkerBuilder::new(db.path().clone(), db.store().clone())
+        .with_options(options)
+        .with_metrics_recorder(recorder)
+        .build()
+        .await?;
+    let run = worker.run();
+    tokio::pin!(run);
+    tokio::select! {
+        biased;
+        result = &mut run => result,
+        () = token.cancelled() => worker.stop().await,
+    }
+}
+
 /// Runs workers, looking every `recheck` for a compactor outside the fleet
 /// that started meanwhile (a writer reopened with SlateDB's defaults): the
 /// workers then stop, releasing their claims.
@@ -255,12 +302,11 @@ async fn run_workers(
     w: &WorkerSettings,
     outside: &OutsideCompactorSettings,
     records: &EpochRecords,
+    recorder: Arc<dyn MetricsRecorder>,
     token: CancellationToken,
 ) -> Result<(), ServiceError> {
     let workers = token.child_token();
-    let run = db
-        .admin()
-        .run_compaction_worker_with_options(workers.clone(), worker_options(w));
+    let run = run_worker(db, worker_options(w), recorder, workers.clone());
     tokio::pin!(run);
     let mut recheck = tokio::time::interval(outside.recheck);
     recheck.tick().await;

@@ -77,6 +77,13 @@ where
     }
 }
 
+/// The node's `/status`, parsed.
+async fn status_json(port: u16) -> serde_json::Value {
+    let (code, body) = get(port, "/status").await.expect("the endpoint answers");
+    assert_eq!(code, 200, "{body}");
+    serde_json::from_str(&body).expect("/status is JSON")
+}
+
 /// The value of an instant PromQL query, summed, as Prometheus answers it.
 async fn prom_value(port: u16, query: &str) -> Option<f64> {
     let encoded: String = url::form_urlencoded::byte_serialize(query.as_bytes()).collect();
@@ -234,9 +241,17 @@ async fn prometheus_scrapes_a_mirroring_node_and_probes_tell_live_from_ready() {
         .filter(|l| l.starts_with("sleet_mirror_") && l.contains("target=\"live\""))
         .count();
     eprintln!(
-        "series for one database: {slatedb_series} from SlateDB's compactor, {mirror_series} for its mirror target"
+        "series for one database: {slatedb_series} from SlateDB (GC, coordinator, workers), {mirror_series} for its mirror target"
     );
+    // GC, the coordinator and the workers all report (GC's runs counter,
+    // `slatedb.gc.count`, among them).
     assert!(slatedb_series > 0, "{exposition}");
+    assert!(
+        exposition
+            .lines()
+            .any(|l| l.starts_with("slatedb_gc_count_total{")),
+        "{exposition}"
+    );
     assert!(mirror_series <= 11, "{exposition}");
 
     // Cut off from the store: not ready, still live.
@@ -252,8 +267,7 @@ async fn prometheus_scrapes_a_mirroring_node_and_probes_tell_live_from_ready() {
         assert_eq!(code, 200, "live while the store is down: {body}");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let (_, status) = get(port, "/status").await.unwrap();
-    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let status = status_json(port).await;
     assert_eq!(status["node_id"], "observed");
     assert_eq!(status["heartbeat_written"], false, "{status}");
     proxy.faults.cut_off(false);
@@ -263,8 +277,7 @@ async fn prometheus_scrapes_a_mirroring_node_and_probes_tell_live_from_ready() {
             .is_some_and(|(code, _)| code == 200)
     })
     .await;
-    let (_, status) = get(port, "/status").await.unwrap();
-    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let status = status_json(port).await;
     let tasks = status["tasks"].as_array().unwrap();
     assert!(
         tasks
