@@ -76,8 +76,9 @@ pub enum Command {
         /// by default
         #[arg(long)]
         listen: Option<std::net::SocketAddr>,
-        /// Per-database metric series (database), or only node-wide sums (node) for large fleets
-        #[arg(long, value_enum, default_value_t = crate::metrics::Detail::Database)]
+        /// Metric series per mirror target (mirror, the default), also SlateDB's per database
+        /// (database), or only node-wide sums (node)
+        #[arg(long, value_enum, default_value_t = crate::metrics::Detail::Mirror)]
         metrics_detail: crate::metrics::Detail,
         /// How long a stopping node (SIGTERM, Ctrl-C) waits for its tasks before it abandons them
         /// and deletes its heartbeat. Give the platform's grace period more than this

@@ -20,17 +20,20 @@ use prometheus_client::registry::Registry;
 pub use self::slatedb::SlateDbRecorder;
 use crate::plugin::runtime::PluginEvent;
 
-/// How much per-database detail the node exports. Per database, a mirror
-/// target adds 11 series and each running SlateDB service its own
-/// (`docs/operations.md` has the count); on a fleet of thousands of
-/// databases `node` keeps the series count flat.
+/// How much per-database detail the node exports. A mirror target adds
+/// at most 11 series; SlateDB's counters and gauges for one database about
+/// 40 more (its histograms are always summed per node): `docs/operations.md`
+/// has the counts. The default keeps the series count independent of how
+/// many databases a node serves, except for mirror targets.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Detail {
-    /// Series labelled with each database (and mirror target).
-    #[default]
-    Database,
-    /// Per-database series summed into one (the database label is empty).
+    /// Nothing per database: every series summed per node.
     Node,
+    /// Mirror series per (database, target); SlateDB's summed per node.
+    #[default]
+    Mirror,
+    /// SlateDB's counters and gauges per database as well.
+    Database,
 }
 
 #[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -315,25 +318,23 @@ impl Metrics {
         self.registry.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The label a per-database series carries at this node's detail.
-    pub fn database_label(&self, url: &str) -> String {
+    /// The `database` label SlateDB's series carry at this node's detail
+    /// (empty: summed per node).
+    pub fn slatedb_database_label(&self, url: &str) -> String {
         match self.detail {
             Detail::Database => url.to_string(),
-            Detail::Node => String::new(),
+            Detail::Mirror | Detail::Node => String::new(),
         }
     }
 
     /// Labels of one mirror target's series.
     pub fn target_labels(&self, database: &str, target: &str) -> TargetLabels {
         match self.detail {
-            Detail::Database => TargetLabels {
+            Detail::Mirror | Detail::Database => TargetLabels {
                 database: database.to_string(),
                 target: target.to_string(),
             },
-            Detail::Node => TargetLabels {
-                database: String::new(),
-                target: String::new(),
-            },
+            Detail::Node => TargetLabels::default(),
         }
     }
 
@@ -540,10 +541,15 @@ mod tests {
     }
 
     #[test]
-    fn node_detail_drops_the_database_label() {
-        let metrics = Metrics::new(Detail::Node);
-        assert_eq!(metrics.database_label("s3://b/db"), "");
-        let per_db = Metrics::new(Detail::Database);
-        assert_eq!(per_db.database_label("s3://b/db"), "s3://b/db");
+    fn each_detail_labels_what_it_says() {
+        let url = "s3://b/db";
+        let node = Metrics::new(Detail::Node);
+        assert_eq!(node.slatedb_database_label(url), "");
+        assert_eq!(node.target_labels(url, "t"), TargetLabels::default());
+        let mirror = Metrics::new(Detail::Mirror);
+        assert_eq!(mirror.slatedb_database_label(url), "");
+        assert_eq!(mirror.target_labels(url, "t").target, "t");
+        let database = Metrics::new(Detail::Database);
+        assert_eq!(database.slatedb_database_label(url), url);
     }
 }

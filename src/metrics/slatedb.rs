@@ -2,6 +2,11 @@
 //! taken through the `MetricsRecorder` its builders accept and exported
 //! beside sleet's: `slatedb.gc.deleted_count` becomes
 //! `slatedb_gc_deleted_count`, with SlateDB's labels plus `database`.
+//!
+//! Histograms (most of SlateDB's series, one per bucket) are always summed
+//! per node. Counters and up/down counters sum correctly across databases;
+//! a gauge SlateDB *sets* (the compactor epoch) means something only per
+//! database, so without a database label it is not exported.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -47,17 +52,21 @@ pub struct SlateDbRecorder {
 
 impl SlateDbRecorder {
     pub fn new(metrics: Arc<Metrics>, database_url: &str) -> Self {
-        let database = metrics.database_label(database_url);
+        let database = metrics.slatedb_database_label(database_url);
         SlateDbRecorder { metrics, database }
     }
 
-    fn labels(&self, labels: &[(&str, &str)]) -> Labels {
+    fn labels(&self, labels: &[(&str, &str)], database: &str) -> Labels {
         let mut all: Labels = labels
             .iter()
             .map(|(k, v)| (exported_name(k), v.to_string()))
             .collect();
-        all.push(("database".into(), self.database.clone()));
+        all.push(("database".into(), database.to_string()));
         all
+    }
+
+    fn per_database(&self, labels: &[(&str, &str)]) -> Labels {
+        self.labels(labels, &self.database)
     }
 
     /// The family for `name`, registered on first use. A name SlateDB
@@ -160,9 +169,9 @@ impl MetricsRecorder for SlateDbRecorder {
             description,
             || SlateFamily::Counter(Family::default()),
         ) {
-            Some(SlateFamily::Counter(f)) => {
-                Arc::new(CounterHandle(f.get_or_create(&self.labels(labels)).clone()))
-            }
+            Some(SlateFamily::Counter(f)) => Arc::new(CounterHandle(
+                f.get_or_create(&self.per_database(labels)).clone(),
+            )),
             _ => Arc::new(Dropped),
         }
     }
@@ -173,10 +182,14 @@ impl MetricsRecorder for SlateDbRecorder {
         description: &str,
         labels: &[(&str, &str)],
     ) -> Arc<dyn GaugeFn> {
+        if self.database.is_empty() {
+            // Set by every database into one series: meaningless.
+            return Arc::new(Dropped);
+        }
         match self.family(name, description, || SlateFamily::Gauge(Family::default())) {
-            Some(SlateFamily::Gauge(f)) => {
-                Arc::new(GaugeHandle(f.get_or_create(&self.labels(labels)).clone()))
-            }
+            Some(SlateFamily::Gauge(f)) => Arc::new(GaugeHandle(
+                f.get_or_create(&self.per_database(labels)).clone(),
+            )),
             _ => Arc::new(Dropped),
         }
     }
@@ -188,9 +201,9 @@ impl MetricsRecorder for SlateDbRecorder {
         labels: &[(&str, &str)],
     ) -> Arc<dyn UpDownCounterFn> {
         match self.family(name, description, || SlateFamily::Gauge(Family::default())) {
-            Some(SlateFamily::Gauge(f)) => {
-                Arc::new(GaugeHandle(f.get_or_create(&self.labels(labels)).clone()))
-            }
+            Some(SlateFamily::Gauge(f)) => Arc::new(GaugeHandle(
+                f.get_or_create(&self.per_database(labels)).clone(),
+            )),
             _ => Arc::new(Dropped),
         }
     }
@@ -205,8 +218,10 @@ impl MetricsRecorder for SlateDbRecorder {
         let buckets = Buckets(boundaries.to_vec());
         let make = || SlateFamily::Histogram(Family::new_with_constructor(buckets));
         match self.family(name, description, make) {
+            // Summed per node at every detail: buckets per database would
+            // be most of a node's series.
             Some(SlateFamily::Histogram(f)) => Arc::new(HistogramHandle(
-                f.get_or_create(&self.labels(labels)).clone(),
+                f.get_or_create(&self.labels(labels, "")).clone(),
             )),
             _ => Arc::new(Dropped),
         }
@@ -219,7 +234,7 @@ mod tests {
 
     #[test]
     fn slatedb_metrics_are_exported_under_prometheus_names_per_database() {
-        let metrics = Arc::new(Metrics::default());
+        let metrics = Arc::new(Metrics::new(super::super::Detail::Database));
         let a = SlateDbRecorder::new(metrics.clone(), "s3://b/a");
         let b = SlateDbRecorder::new(metrics.clone(), "s3://b/b");
         a.register_counter(
@@ -247,8 +262,40 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("database=\"s3://b/b\"} 4"), "{text}");
-        assert!(text.contains("slatedb_compactor_bytes_bucket{le=\"10.0\",database"));
+        assert!(
+            text.contains("slatedb_compactor_bytes_bucket{le=\"10.0\",database=\"\"}"),
+            "histograms are summed per node: {text}"
+        );
         assert!(!text.contains("} 9"), "{text}");
+    }
+
+    /// At the default detail nothing is per database: counters sum, and a
+    /// gauge SlateDB sets (meaningless summed) is not exported.
+    #[test]
+    fn the_default_detail_sums_per_node() {
+        let metrics = Arc::new(Metrics::default());
+        for url in ["s3://b/a", "s3://b/b"] {
+            let recorder = SlateDbRecorder::new(metrics.clone(), url);
+            recorder
+                .register_counter("slatedb.gc.count", "runs", &[])
+                .increment(2);
+            recorder
+                .register_gauge("slatedb.compactor.epoch", "epoch", &[])
+                .set(7);
+            recorder
+                .register_up_down_counter("slatedb.compactor.running", "running", &[])
+                .increment(1);
+        }
+        let text = metrics.encode();
+        assert!(
+            text.contains("slatedb_gc_count_total{database=\"\"} 4"),
+            "{text}"
+        );
+        assert!(
+            text.contains("slatedb_compactor_running{database=\"\"} 2"),
+            "{text}"
+        );
+        assert!(!text.contains("slatedb_compactor_epoch"), "{text}");
     }
 
     #[test]

@@ -179,6 +179,8 @@ async fn prometheus_scrapes_a_mirroring_node_and_probes_tell_live_from_ready() {
                 "json",
             ])
             .args(["--listen", &format!("127.0.0.1:{port}")])
+            // SlateDB's counters per database too (the default sums them).
+            .args(["--metrics-detail", "database"])
             .envs(s3_env(&proxy.endpoint))
             .env("RUST_LOG", "warn,sleet=info")
             .stdout(Stdio::null())
@@ -241,7 +243,8 @@ async fn prometheus_scrapes_a_mirroring_node_and_probes_tell_live_from_ready() {
         .filter(|l| l.starts_with("sleet_mirror_") && l.contains("target=\"live\""))
         .count();
     eprintln!(
-        "series for one database: {slatedb_series} from SlateDB (GC, coordinator, workers), {mirror_series} for its mirror target"
+        "series for one database: {slatedb_series} from SlateDB (GC, coordinator, workers; \
+         histograms summed per node), {mirror_series} for its mirror target"
     );
     // GC, the coordinator and the workers all report (GC's runs counter,
     // `slatedb.gc.count`, among them).
