@@ -260,14 +260,23 @@ async fn run_gc(
         .with_options(options)
         .with_metrics_recorder(recorder)
         .build();
-    let run = gc.run();
+    until_cancelled(gc.run(), || gc.stop(), &token).await
+}
+
+/// Runs a SlateDB service's `run` until it ends, or until `token` is
+/// cancelled and then its `stop`. Biased: the first poll starts the
+/// service before a cancellation is looked at, so `stop` never meets a
+/// service that never started.
+async fn until_cancelled<S: std::future::Future<Output = Result<(), slatedb::Error>>>(
+    run: impl std::future::Future<Output = Result<(), slatedb::Error>>,
+    stop: impl FnOnce() -> S,
+    token: &CancellationToken,
+) -> Result<(), slatedb::Error> {
     tokio::pin!(run);
-    // Biased: the first poll starts the collector before a cancellation
-    // is looked at, so `stop` never meets a collector that never started.
     tokio::select! {
         biased;
         result = &mut run => result,
-        () = token.cancelled() => gc.stop().await,
+        () = token.cancelled() => stop().await,
     }
 }
 
@@ -285,13 +294,7 @@ async fn run_worker(
         .with_metrics_recorder(recorder)
         .build()
         .await?;
-    let run = worker.run();
-    tokio::pin!(run);
-    tokio::select! {
-        biased;
-        result = &mut run => result,
-        () = token.cancelled() => worker.stop().await,
-    }
+    until_cancelled(worker.run(), || worker.stop(), &token).await
 }
 
 /// Runs workers, looking every `recheck` for a compactor outside the fleet
