@@ -74,6 +74,18 @@ pub async fn shape(url: &str) -> (usize, usize) {
     (manifest.l0().len(), manifest.compacted().len())
 }
 
+/// The latest manifest's `next_wal_sst_id`.
+pub async fn next_wal_sst_id(url: &str) -> u64 {
+    let (store, path) = open_store(url);
+    AdminBuilder::new(path, store)
+        .build()
+        .read_manifest(None)
+        .await
+        .expect("read manifest")
+        .expect("a manifest")
+        .next_wal_sst_id()
+}
+
 /// Object names under `<db>/<dir>/`, on any store.
 pub async fn objects(url: &str, dir: &str) -> BTreeSet<String> {
     let (store, path) = open_store(url);

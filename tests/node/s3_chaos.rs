@@ -19,7 +19,7 @@
 //! `SLEET_CHAOS_MINUTES=<m>` a wall-clock bound (`scripts/soak` sets
 //! both). The figures it prints go to `docs/reliability.md`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,6 +32,7 @@ use slatedb::{CloseReason, Db, DbReader, ErrorKind};
 use sleet::testing::Chaos;
 
 use crate::common::{BUCKET, endpoint, s3_env, s3_store, sleet_env, unique_prefix};
+use crate::manifests::CopySnapshot;
 use crate::proxy::{FaultCounts, FaultProxy};
 
 const NODES: [&str; 3] = ["k1", "k2", "k3"];
@@ -39,9 +40,11 @@ const NODES: [&str; 3] = ["k1", "k2", "k3"];
 const SKEWED: &str = "k3";
 const SKEW: &str = "+2s";
 const DATABASES: usize = 3;
-/// Keys each writer writes per round, flushed every `FLUSH_EVERY`.
+/// Keys each writer writes per round. Within a round SlateDB flushes its
+/// memtable by size (about every 12 keys), while later writes reach the
+/// WAL, so manifests carry WAL replay windows the checks must find in
+/// every copy; the writer flushes its memtable once at the round's end.
 const KEYS_PER_ROUND: usize = 48;
-const FLUSH_EVERY: usize = 16;
 const DEFAULT_ROUNDS: usize = 4;
 /// Faults while a round runs, per 1000 requests through a proxy.
 const ERRORS_PER_MILLE: u64 = 30;
@@ -212,8 +215,10 @@ impl Drop for Node {
 }
 
 /// A writer on one database through its own proxy, recording every key
-/// SlateDB acknowledged (a `put` that returned `Ok`, durable by default).
-struct Writer {
+/// SlateDB acknowledged as durable. In SlateDB 0.18 a `put` returns once
+/// the write is in memory; only its handle's `await_durable` says it
+/// reached the WAL in the store, so that is what counts as acknowledged.
+pub struct Writer {
     name: String,
     url: String,
     store: Arc<dyn ObjectStore>,
@@ -221,16 +226,36 @@ struct Writer {
     /// SlateDB's default settings: its own compactor and GC.
     own_compactor: bool,
     db: Option<Db>,
-    acked: Vec<String>,
+    pub acked: Vec<String>,
+    /// For each acknowledged key, the highest WAL id the source held just
+    /// after the acknowledgement: the key's WAL id is no higher.
+    wal_bound: Vec<u64>,
     next: usize,
     reopened: u32,
 }
 
 fn value_of(key: &str) -> Vec<u8> {
-    format!("{key}:").repeat(24).into_bytes()
+    format!("{key}:").repeat(48).into_bytes()
 }
 
 impl Writer {
+    /// A writer on `url` (at `path` in the test bucket) that reaches the
+    /// store through `endpoint`, with the embedded compactor and GC off.
+    pub fn new(name: &str, url: &str, endpoint: &str, path: &str) -> Writer {
+        Writer {
+            name: name.to_string(),
+            url: url.to_string(),
+            store: sleet::testing::local_s3_bucket(endpoint, BUCKET),
+            path: ObjectPath::from(path),
+            own_compactor: false,
+            db: None,
+            acked: Vec::new(),
+            wal_bound: Vec::new(),
+            next: 0,
+            reopened: 0,
+        }
+    }
+
     fn settings(&self) -> Settings {
         let tiny = crate::db::tiny_settings();
         if self.own_compactor {
@@ -246,7 +271,7 @@ impl Writer {
     }
 
     /// Opens (or reopens) the writer, retrying through the faults.
-    async fn open(&mut self) -> Result<(), String> {
+    pub async fn open(&mut self) -> Result<(), String> {
         let mut last = String::new();
         for _ in 0..20 {
             match Db::builder(self.path.clone(), self.store.clone())
@@ -267,7 +292,7 @@ impl Writer {
 
     /// Writes `count` keys; a writer SlateDB closed is reopened, except
     /// the one with its own compactor, whose closing fails the suite.
-    async fn write(mut self, count: usize) -> Result<Writer, String> {
+    pub async fn write(mut self, count: usize) -> Result<Writer, String> {
         for n in 0..count {
             if self.db.is_none() {
                 self.open().await?;
@@ -276,8 +301,11 @@ impl Writer {
             let db = self.db.as_ref().unwrap();
             let key = format!("k{:06}", self.next);
             self.next += 1;
-            let put = db.put(&key, value_of(&key)).await;
-            let flushed = if put.is_ok() && (n + 1) % FLUSH_EVERY == 0 {
+            let put = match db.put(&key, value_of(&key)).await {
+                Ok(handle) => handle.await_durable().await,
+                Err(e) => Err(e),
+            };
+            let flushed = if put.is_ok() && n + 1 == count {
                 db.flush_with_options(FlushOptions {
                     flush_type: FlushType::MemTable,
                 })
@@ -287,6 +315,7 @@ impl Writer {
             };
             if put.is_ok() {
                 self.acked.push(key);
+                self.wal_bound.push(highest_wal(&self.url).await);
             }
             for error in [put.err(), flushed.err()].into_iter().flatten() {
                 if let ErrorKind::Closed(reason) = error.kind() {
@@ -310,11 +339,31 @@ impl Writer {
         }
         Ok(self)
     }
+
+    /// The acknowledged keys a reader of a manifest whose
+    /// `next_wal_sst_id` is `next_wal` must see: every key whose WAL is
+    /// below it, because SlateDB flushed that WAL into the manifest's
+    /// SSTs or the reader replays it. A manifest a pass pinned holds
+    /// every key acknowledged before its WAL was last flushed, which is
+    /// what this checks.
+    fn held_below(&self, next_wal: u64) -> &[String] {
+        &self.acked[..self.wal_bound.partition_point(|&wal| wal < next_wal)]
+    }
+}
+
+/// The highest WAL id `url` holds, read on the server itself.
+async fn highest_wal(url: &str) -> u64 {
+    crate::db::objects(url, "wal")
+        .await
+        .iter()
+        .filter_map(|name| name.strip_suffix(".sst")?.parse().ok())
+        .max()
+        .unwrap_or(0)
 }
 
 /// What a round disturbed, for the figures.
 #[derive(Default)]
-struct Tally {
+pub struct Tally {
     rounds: usize,
     kills: usize,
     cut_offs: usize,
@@ -323,7 +372,11 @@ struct Tally {
     restores_checked: usize,
     /// Restore points of each database's periodic copy already restored.
     restored_points: std::collections::HashMap<String, BTreeSet<u64>>,
-    lost: BTreeSet<String>,
+    /// Manifests of the continuous copies opened in place.
+    pub manifests_opened: usize,
+    /// Each database's continuous copy, and the manifests already opened.
+    live_copies: std::collections::HashMap<String, (CopySnapshot, BTreeSet<u64>)>,
+    pub lost: BTreeSet<String>,
 }
 
 /// A read-only view of `url` on the server itself (no proxy, no faults).
@@ -337,7 +390,7 @@ async fn reader(url: &str) -> Result<DbReader, String> {
 /// failure of its own.
 async fn present(url: &str, keys: &[String]) -> Result<Vec<bool>, String> {
     let reader = reader(url).await?;
-    let mut held = std::collections::HashMap::new();
+    let mut held = HashMap::new();
     let mut scan = reader
         .scan(..)
         .await
@@ -346,16 +399,7 @@ async fn present(url: &str, keys: &[String]) -> Result<Vec<bool>, String> {
         held.insert(entry.key.to_vec(), entry.value.to_vec());
     }
     let _ = reader.close().await;
-    Ok(keys
-        .iter()
-        .map(|key| match held.get(key.as_bytes()) {
-            Some(value) => {
-                assert_eq!(&value[..], &value_of(key)[..], "{url}: {key}");
-                true
-            }
-            None => false,
-        })
-        .collect())
+    Ok(found_in(url, &held, keys))
 }
 
 /// `present`, retrying a read that met source GC between the reader's
@@ -373,7 +417,7 @@ async fn present_retrying(url: &str, keys: &[String]) -> Result<Vec<bool>, Strin
 }
 
 /// Acknowledged keys `url` lacks.
-async fn missing(url: &str, keys: &[String]) -> Vec<String> {
+pub async fn missing(url: &str, keys: &[String]) -> Vec<String> {
     let found = present_retrying(url, keys)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -392,6 +436,37 @@ fn lacking(keys: &[String], found: &[bool]) -> Vec<String> {
 fn holes(keys: &[String], found: &[bool]) -> Vec<String> {
     let last = found.iter().rposition(|f| *f).unwrap_or(0);
     lacking(&keys[..last], &found[..last])
+}
+
+/// What a manifest of a copy lost: a hole, or a key whose WAL is below
+/// the manifest's `next_wal_sst_id`.
+fn lost_at(writer: &Writer, id: u64, next_wal: u64, found: &[bool], what: &str) -> Vec<String> {
+    let held = writer.held_below(next_wal);
+    let mut lost: BTreeSet<String> = holes(&writer.acked, found).into_iter().collect();
+    lost.extend(lacking(held, &found[..held.len()]));
+    lost.into_iter()
+        .map(|k| {
+            let bound = writer
+                .acked
+                .iter()
+                .position(|a| *a == k)
+                .map(|i| writer.wal_bound[i]);
+            format!("{} {what} {id}: {k} (WAL at most {bound:?})", writer.name)
+        })
+        .collect()
+}
+
+/// Which of `keys` a scan returned; a wrong value fails the suite.
+fn found_in(label: &str, held: &HashMap<Vec<u8>, Vec<u8>>, keys: &[String]) -> Vec<bool> {
+    keys.iter()
+        .map(|key| match held.get(key.as_bytes()) {
+            Some(value) => {
+                assert_eq!(&value[..], &value_of(key)[..], "{label}: {key}");
+                true
+            }
+            None => false,
+        })
+        .collect()
 }
 
 pub fn cli(args: &[&str], endpoint: &str) -> std::process::Output {
@@ -430,17 +505,13 @@ async fn real_kills_lost_replies_and_partitions_on_s3_lose_nothing() {
     for i in 0..DATABASES {
         let proxy = FaultProxy::start(&endpoint, chaos.draw()).await;
         let url = format!("s3://{BUCKET}/{prefix}/data/db{i}");
-        let mut writer = Writer {
-            name: format!("db{i}"),
-            url: url.clone(),
-            store: sleet::testing::local_s3_bucket(&proxy.endpoint, BUCKET),
-            path: ObjectPath::from(format!("{prefix}/data/db{i}")),
-            own_compactor: i == 0,
-            db: None,
-            acked: Vec::new(),
-            next: 0,
-            reopened: 0,
-        };
+        let mut writer = Writer::new(
+            &format!("db{i}"),
+            &url,
+            &proxy.endpoint,
+            &format!("{prefix}/data/db{i}"),
+        );
+        writer.own_compactor = i == 0;
         writer.open().await.unwrap();
         writer = writer.write(KEYS_PER_ROUND).await.unwrap();
         let registered = cli(&["register", &root, &url], &endpoint);
@@ -520,7 +591,8 @@ async fn real_kills_lost_replies_and_partitions_on_s3_lose_nothing() {
     eprintln!(
         "s3 chaos figures: seed {}, rounds {}, kills {}, cut-offs {}, requests {}, \
          errors {}, lost replies {}, cut-off requests {}, writer reopenings {}, \
-         keys checked {}, destinations checked {}, restores checked {}, keys lost {}",
+         keys checked {}, destinations checked {}, restores checked {}, \
+         live manifests opened {}, keys lost {}",
         chaos.seed(),
         tally.rounds,
         tally.kills,
@@ -533,6 +605,7 @@ async fn real_kills_lost_replies_and_partitions_on_s3_lose_nothing() {
         tally.keys_checked,
         tally.destinations_checked,
         tally.restores_checked,
+        tally.manifests_opened,
         tally.lost.len(),
     );
     assert!(
@@ -687,6 +760,13 @@ async fn check_round(
                 String::from_utf8_lossy(&verified.stderr)
             );
             tally.destinations_checked += 1;
+            if target == "live" {
+                open_every_manifest(writer, &copy, round, tally).await;
+                eprintln!(
+                    "  {copy}: every manifest opened at {:.1}s",
+                    started.elapsed().as_secs_f64()
+                );
+            }
         }
     }
     // The periodic target's latest restore point, restored into a fresh
@@ -757,11 +837,42 @@ async fn restore_every_point(
         let found = present_retrying(&restored, &writer.acked)
             .await
             .unwrap_or_else(|e| panic!("round {round}: {e}"));
-        tally.lost.extend(
-            holes(&writer.acked, &found)
-                .iter()
-                .map(|k| format!("{} restore point {id} hole: {k}", writer.name)),
-        );
+        let next_wal = crate::db::next_wal_sst_id(&restored).await;
+        tally
+            .lost
+            .extend(lost_at(writer, id, next_wal, &found, "restore point"));
         tally.restores_checked += 1;
+    }
+}
+
+/// Every manifest of the continuous copy committed since the last look,
+/// opened read-only in place (see `manifests.rs`): each opens, holds no
+/// hole, and holds every key the source had flushed by that manifest.
+pub async fn open_every_manifest(writer: &Writer, copy: &str, round: usize, tally: &mut Tally) {
+    let (snapshot, opened) = tally.live_copies.entry(writer.name.clone()).or_default();
+    snapshot
+        .refresh(copy)
+        .await
+        .unwrap_or_else(|e| panic!("round {round}: {e}"));
+    let fresh: Vec<u64> = snapshot
+        .manifest_ids()
+        .difference(opened)
+        .copied()
+        .collect();
+    for id in fresh {
+        let read = snapshot
+            .read_at(id)
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: {copy}: {e}"));
+        let found = found_in(copy, &read.held, &writer.acked);
+        let what = format!(
+            "live manifest (WAL window {:?}, lacking {:?})",
+            read.window, read.lacking_wal
+        );
+        tally
+            .lost
+            .extend(lost_at(writer, id, read.next_wal, &found, &what));
+        opened.insert(id);
+        tally.manifests_opened += 1;
     }
 }

@@ -1,6 +1,7 @@
 //! Double runs with data checks on the local S3 server: a compaction
 //! worker killed (SIGKILL) while it holds a claimed job, whose job another
-//! worker takes over once the coordinator reclaims it.
+//! worker takes over once the coordinator reclaims it; two nodes mirroring
+//! one target at once, one of them killed, the other carrying on.
 
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use crate::cluster::poll_until;
 use crate::common::{BUCKET, endpoint, s3_store, test_store, unique_prefix};
 use crate::db;
 use crate::proxy::FaultProxy;
-use crate::s3_chaos::{Node, cli};
+use crate::s3_chaos::{Node, Tally, Writer, cli, missing, open_every_manifest};
 
 /// A coordinator that reclaims a silent worker's job after 3 s; workers
 /// that claim quickly and heartbeat every 500 ms.
@@ -129,5 +130,151 @@ async fn a_worker_killed_holding_a_job_is_taken_over() {
         !survivor_log.contains("ERROR"),
         "the survivor ran clean:\n{}",
         survivor.tail()
+    );
+}
+
+/// A fleet that mirrors every database continuously to `s3://sleet-mirror/
+/// <prefix>/dr`, with fast cadences and a GC that collects what is two
+/// seconds old (S3 keeps GC boundary files, so that is safe there).
+fn mirroring_fleet(prefix: &str) -> String {
+    format!(
+        r#"{FLEET}
+[database.gc.manifest]
+interval = "500ms"
+min_age = "2s"
+[database.gc.compacted]
+interval = "500ms"
+min_age = "2s"
+[database.gc.wal]
+interval = "500ms"
+min_age = "2s"
+
+[database.mirror.targets.dr]
+url = "s3://sleet-mirror/{prefix}/dr"
+source_prefix = "s3://{BUCKET}/{prefix}/data"
+mode = "continuous"
+poll = "300ms"
+"#
+    )
+}
+
+/// How many passes `node` has committed, from its log.
+fn passes_committed(node: &Node) -> usize {
+    std::fs::read_to_string(&node.log)
+        .unwrap_or_default()
+        .matches("mirror pass committed")
+        .count()
+}
+
+/// Two fleets that both mirror one database to one destination: two nodes
+/// run passes for the same target at once (what a split placement view
+/// does inside one fleet, here for as long as the test likes). The source
+/// pins share a name, the manifests race to the same names. One node is
+/// killed with SIGKILL mid-stream; the other carries the copy on. Every
+/// acknowledged key is then in the source, in the copy, in every manifest
+/// of the copy opened in place, and in a restore of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_nodes_mirroring_one_target_lose_nothing_and_the_survivor_carries_on() {
+    let Some(endpoint) = endpoint() else { return };
+    let _alone = crate::HEAVY.lock().await;
+    let prefix = unique_prefix("double-mirror");
+    let url = format!("s3://{BUCKET}/{prefix}/data/db");
+    let copy = format!("s3://sleet-mirror/{prefix}/dr/db");
+    let mut writer = Writer::new("db", &url, &endpoint, &format!("{prefix}/data/db"));
+    writer.open().await.unwrap();
+    writer = writer.write(48).await.unwrap();
+
+    let logs = tempfile::tempdir().unwrap();
+    let mut nodes = Vec::new();
+    for (fleet, services) in [("a", None), ("b", Some("mirror"))] {
+        let root = format!("s3://{BUCKET}/{prefix}/{fleet}");
+        s3_store(&endpoint)
+            .put(
+                &ObjectPath::from(format!("{prefix}/{fleet}/sleet.toml")),
+                mirroring_fleet(&prefix).into(),
+            )
+            .await
+            .unwrap();
+        let registered = cli(&["register", &root, &url], &endpoint);
+        assert!(registered.status.success());
+        let id = format!("{fleet}1");
+        let mut node = Node {
+            log: logs.path().join(format!("{id}.log")),
+            id,
+            proxy: FaultProxy::start(&endpoint, 7).await,
+            services,
+            child: None,
+        };
+        node.spawn(&root);
+        nodes.push(node);
+    }
+    // Both nodes mirror while the writer writes.
+    for _ in 0..4 {
+        writer = writer.write(48).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    poll_until(
+        Duration::from_secs(60),
+        "both nodes commit passes",
+        || async { nodes.iter().all(|n| passes_committed(n) > 0).then_some(()) },
+    )
+    .await;
+    let (mut doomed, mut survivor) = (nodes.remove(0), nodes.remove(0));
+    doomed.kill();
+    let before = passes_committed(&survivor);
+    for _ in 0..3 {
+        writer = writer.write(48).await.unwrap();
+    }
+    let acked = writer.acked.clone();
+    poll_until(
+        Duration::from_secs(90),
+        "the copy holds every acknowledged key",
+        || async { missing(&copy, &acked).await.is_empty().then_some(()) },
+    )
+    .await;
+    assert!(
+        passes_committed(&survivor) > before,
+        "the survivor committed the passes after the kill"
+    );
+    assert!(
+        missing(&url, &acked).await.is_empty(),
+        "the source lost nothing"
+    );
+    let verified = cli(&["mirror", "verify", &copy], &endpoint);
+    assert!(
+        verified.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verified.stdout)
+    );
+    let mut tally = Tally::default();
+    open_every_manifest(&writer, &copy, 0, &mut tally).await;
+    assert!(
+        tally.lost.is_empty(),
+        "manifests of the copy lost {:?}",
+        tally.lost
+    );
+    assert!(
+        tally.manifests_opened > 1,
+        "every manifest of the copy opened"
+    );
+    let restored = format!("s3://{BUCKET}/{prefix}/restored");
+    let out = cli(&["mirror", "restore", &copy, &restored], &endpoint);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        missing(&restored, &acked).await.is_empty(),
+        "the restore lost nothing"
+    );
+    assert!(survivor.running());
+    survivor.kill();
+    eprintln!(
+        "double mirror: {} keys, {} manifests opened, passes a1 {} b1 {}",
+        acked.len(),
+        tally.manifests_opened,
+        passes_committed(&doomed),
+        passes_committed(&survivor)
     );
 }
