@@ -210,14 +210,15 @@ impl MirrorPair {
             .map(|floor| floor.min_size)
             .sum();
         self.progress.expect(work.len() as u64, about);
-        let (objects, bytes) = match self.copy_pinned(pin, &work, cancel).await? {
+        let copied = match self.copy_pinned(pin, &work, cancel).await? {
             Ok(copied) => copied,
             Err(reason) => return Ok(Attempt::Restart(reason)),
         };
-        if tokio::time::Instant::now() >= pin.deadline {
+        if tokio::time::Instant::now() >= copied.pin_deadline {
             return Ok(Attempt::Restart("pin lapsed before commit".into()));
         }
-        self.commit(&closure, watermark, objects, bytes).await
+        self.commit(&closure, watermark, copied.objects, copied.bytes)
+            .await
     }
 
     /// The closure of `head`, or a restart reason when a pinned manifest
@@ -372,8 +373,10 @@ impl MirrorPair {
         if !self.pin_source {
             return self.no_pin().await;
         }
-        let created = self.checkpoint(None).await?;
+        // The checkpoint expires a lifetime after it is written, so the
+        // pin's deadline counts from before the request.
         let now = tokio::time::Instant::now();
+        let created = self.checkpoint(None).await?;
         let mut pin = Pin {
             ids: vec![created.id],
             manifest_id: created.manifest_id,
@@ -467,7 +470,7 @@ impl MirrorPair {
         pin: &Pin,
         work: &[String],
         cancel: &CancellationToken,
-    ) -> Result<Result<(u64, u64), String>, MirrorError> {
+    ) -> Result<Result<Copied, String>, MirrorError> {
         let source = self.source.root();
         let destination = self.destination.root();
         let batch = CopyBatch {
@@ -478,10 +481,14 @@ impl MirrorPair {
         let copy = self.copier.copy(batch, &self.progress, cancel);
         tokio::pin!(copy);
         let mut refresh_at = pin.refresh_at;
+        let mut pin_deadline = pin.deadline;
         let result = loop {
             tokio::select! {
                 result = &mut copy => break result,
                 () = tokio::time::sleep_until(refresh_at) => {
+                    // A refresh sets the expiry from the store's receipt of
+                    // it, no earlier than this.
+                    let asked = tokio::time::Instant::now();
                     for &id in &pin.ids {
                         let refreshed = self
                             .source
@@ -494,6 +501,7 @@ impl MirrorPair {
                             return Ok(Err(format!("pin refresh failed: {e}")));
                         }
                     }
+                    pin_deadline = asked + self.checkpoint_lifetime;
                     refresh_at += self.checkpoint_lifetime / 2;
                 }
             }
@@ -534,7 +542,11 @@ impl MirrorPair {
                         }
                     }
                 }
-                Ok(Ok((report.copied() as u64, bytes)))
+                Ok(Ok(Copied {
+                    objects: report.copied() as u64,
+                    bytes,
+                    pin_deadline,
+                }))
             }
             Err(CopyError::Cancelled) => Err(MirrorError::Cancelled),
             Err(e) => match first_missing(&source, work).await? {
@@ -591,6 +603,13 @@ impl MirrorPair {
             source_id,
         }
     }
+}
+
+/// What a pinned copy did, and until when its last refresh holds the pin.
+struct Copied {
+    objects: u64,
+    bytes: u64,
+    pin_deadline: tokio::time::Instant,
 }
 
 /// Named checkpoints holding the source still while a pass copies: the

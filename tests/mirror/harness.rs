@@ -13,7 +13,10 @@ use tokio::task::JoinHandle;
 use crate::common::FileRoot;
 use crate::db;
 
-/// Fast source services: compaction and GC keep deleting what a pass copies.
+/// Fast source services: compaction and GC keep deleting what a pass
+/// copies. Manifests are kept 10 s: on `file://` (no GC boundary files) a
+/// shorter manifest `min_age` stalls SlateDB's compaction on its own (see
+/// docs/reliability.md), and a stalled compaction blocks the writer.
 pub const FAST_SERVICES: &str = r#"
 [node]
 heartbeat_interval = "200ms"
@@ -25,7 +28,7 @@ services = ["gc", "compactor-coordinator", "compaction-workers", "mirror"]
 
 [database.gc.manifest]
 interval = "300ms"
-min_age = "1s"
+min_age = "10s"
 [database.gc.wal]
 interval = "300ms"
 min_age = "1s"

@@ -132,8 +132,17 @@ async fn racing_passes_for_one_target_write_identical_manifests() {
     source.stop().await;
 }
 
-/// One throttled pass (the throttle plugin at 250 KB/s) while the source
-/// keeps writing, compacting and collecting with a one-second `min_age`.
+/// The slow pass's rate: its closure (about 80 KB) takes seconds to copy,
+/// well past the coordinator's two-second checkpoints and GC's one-second
+/// `min_age` for SSTs, while compaction replaces what the head names.
+const SLOW_PASS_BYTES_PER_SECOND: &str = "20000";
+/// Rounds the source writes during the slow pass, at most: writes go on
+/// for the whole pass (a source that fell quiet would let an unpinned pass
+/// succeed on a retry), but not without end.
+const SLOW_PASS_MAX_ROUNDS: usize = 600;
+
+/// One throttled pass (the throttle plugin) while the source keeps
+/// writing, compacting and collecting with a one-second `min_age`.
 async fn slow_pass(pin_source: bool) -> (Result<u64, String>, String, tempfile::TempDir, Source) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -153,7 +162,10 @@ async fn slow_pass(pin_source: bool) -> (Result<u64, String>, String, tempfile::
     let limits = sleet::config::FleetConfig::default().plugin_limits("throttle-copier", false);
     let copier = WasmCopier::new(
         set.copier("throttle-copier", "test").unwrap().clone(),
-        vec![("bytes_per_second".into(), "250000".into())],
+        vec![(
+            "bytes_per_second".into(),
+            SLOW_PASS_BYTES_PER_SECOND.into(),
+        )],
         limits,
         1,
         0,
@@ -176,7 +188,7 @@ async fn slow_pass(pin_source: bool) -> (Result<u64, String>, String, tempfile::
     let done = AtomicBool::new(false);
     let writes = async {
         let mut round = source.rounds;
-        while !done.load(Ordering::SeqCst) {
+        while !done.load(Ordering::SeqCst) && round < SLOW_PASS_MAX_ROUNDS {
             db::write_rounds(&source.writer, round..round + 1).await;
             round += 1;
             pause(100).await;
@@ -222,10 +234,9 @@ async fn the_pin_keeps_source_gc_off_a_slow_pass() {
 }
 
 /// The control: with the pin switched off, the same slow pass loses
-/// objects to GC mid-copy and fails. Timing-sensitive on a loaded machine,
-/// so run by hand: `scripts/test --test mirror -- --ignored unpinned`.
+/// objects to GC mid-copy in each of its attempts (the source keeps
+/// writing and compacting throughout) and fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "a timing-sensitive control, run by hand"]
 async fn an_unpinned_slow_pass_loses_objects() {
     let (unpinned, _dest, _dir, source) = slow_pass(false).await;
     let err = unpinned.expect_err("an unpinned slow pass loses objects to GC");
