@@ -26,7 +26,7 @@ use crate::error::Error;
 use crate::heartbeat::{
     self, HeartbeatBody, OutsideCompactor, ServiceTasks, TaskFailure, validate_node_id,
 };
-use crate::metrics::{Metrics, ServiceLabels, SlateDbRecorder, TaskStateLabels};
+use crate::metrics::{Metrics, ServiceLabels, SlateDbRecorder};
 use crate::mirror::run::{MirrorRuntime, MirrorSpec, PassHooks, run_mirror_task};
 use crate::mirror::target::applied_targets;
 use crate::outside_compactor::Sighting;
@@ -674,33 +674,9 @@ impl Node {
             self.metrics.node.live_nodes.set(live as i64);
         }
         for service in &self.offered {
-            let of_service = tasks.iter().filter(|t| t.service == service.to_string());
-            let service_label = ServiceLabels {
-                service: service.to_string(),
-            };
-            let owned = of_service.clone().count();
-            self.metrics
-                .tasks
-                .owned
-                .get_or_create(&service_label)
-                .set(owned as i64);
-            for state in ["starting", "running", "backoff", "stood_down", "failing"] {
-                let count = of_service
-                    .clone()
-                    .filter(|t| match state {
-                        "failing" => t.last_error.is_some(),
-                        _ => t.state == state,
-                    })
-                    .count();
-                self.metrics
-                    .tasks
-                    .states
-                    .get_or_create(&TaskStateLabels {
-                        service: service.to_string(),
-                        state: state.to_string(),
-                    })
-                    .set(count as i64);
-            }
+            let service = service.to_string();
+            let (owned, states) = crate::probes::task_states(&tasks, &service);
+            self.metrics.record_tasks(&service, owned, &states);
         }
         let report = NodeReport {
             node_id: self.id.clone(),

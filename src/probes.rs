@@ -99,6 +99,27 @@ impl NodeProbes {
     }
 }
 
+/// The states the node's task gauges count. `failing` counts the tasks
+/// whose last run failed, whatever state they are in now.
+pub const TASK_STATES: [&str; 5] = ["starting", "running", "backoff", "stood_down", "failing"];
+
+/// How many of `service`'s tasks are in each of [`TASK_STATES`], in that
+/// order, and how many it owns in all.
+pub fn task_states(tasks: &[TaskReport], service: &str) -> (usize, [(&'static str, usize); 5]) {
+    let of_service: Vec<&TaskReport> = tasks.iter().filter(|t| t.service == service).collect();
+    let counts = TASK_STATES.map(|state| {
+        let count = of_service
+            .iter()
+            .filter(|t| match state {
+                "failing" => t.last_error.is_some(),
+                _ => t.state == state,
+            })
+            .count();
+        (state, count)
+    });
+    (of_service.len(), counts)
+}
+
 /// Live until no tick ended for [`LIVE_WITHIN_INTERVALS`] intervals; a
 /// node still in its first tick is live (it is starting).
 pub fn liveness(since_last_tick: Option<Duration>, interval: Duration) -> ProbeResult {
@@ -132,6 +153,39 @@ mod tests {
     use super::*;
 
     const TEN: Duration = Duration::from_secs(10);
+
+    fn task(service: &str, state: &str, failed: bool) -> TaskReport {
+        TaskReport {
+            database: "s3://b/db".into(),
+            service: service.into(),
+            target: None,
+            state: state.into(),
+            last_error: failed.then(|| "boom".into()),
+        }
+    }
+
+    #[test]
+    fn task_states_count_one_service_and_failures_across_states() {
+        let tasks = [
+            task("gc", "running", false),
+            task("gc", "backoff", true),
+            task("gc", "running", true),
+            task("mirror", "running", false),
+        ];
+        let (owned, states) = task_states(&tasks, "gc");
+        assert_eq!(owned, 3);
+        assert_eq!(
+            states,
+            [
+                ("starting", 0),
+                ("running", 2),
+                ("backoff", 1),
+                ("stood_down", 0),
+                ("failing", 2)
+            ]
+        );
+        assert_eq!(task_states(&tasks, "compaction-workers").0, 0);
+    }
 
     #[test]
     fn live_while_ticking_and_while_starting() {

@@ -354,6 +354,23 @@ impl Metrics {
             .unwrap_or_else(|e| e.into_inner()) = Instant::now();
     }
 
+    /// One service's task gauges: owned, and how many are in each state.
+    pub fn record_tasks(&self, service: &str, owned: usize, states: &[(&str, usize)]) {
+        let labels = ServiceLabels {
+            service: service.to_string(),
+        };
+        self.tasks.owned.get_or_create(&labels).set(owned as i64);
+        for (state, count) in states {
+            self.tasks
+                .states
+                .get_or_create(&TaskStateLabels {
+                    service: service.to_string(),
+                    state: state.to_string(),
+                })
+                .set(*count as i64);
+        }
+    }
+
     pub fn tick_took(&self, took: Duration) {
         self.node.ticks.inc();
         self.node.tick_duration.observe(took.as_secs_f64());

@@ -162,10 +162,7 @@ async fn slow_pass(pin_source: bool) -> (Result<u64, String>, String, tempfile::
     let limits = sleet::config::FleetConfig::default().plugin_limits("throttle-copier", false);
     let copier = WasmCopier::new(
         set.copier("throttle-copier", "test").unwrap().clone(),
-        vec![(
-            "bytes_per_second".into(),
-            SLOW_PASS_BYTES_PER_SECOND.into(),
-        )],
+        vec![("bytes_per_second".into(), SLOW_PASS_BYTES_PER_SECOND.into())],
         limits,
         1,
         0,
