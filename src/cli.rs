@@ -374,7 +374,11 @@ async fn run_mirror(command: MirrorCommand) -> Result<(), Error> {
             emit(format, &restored?, render_restore);
         }
         MirrorCommand::Verify { target, format } => {
-            let report = ops::verify_url(&target).await?;
+            let progress = CopyProgress::new();
+            let meter = ProgressMeter::start(format, progress.clone());
+            let report = ops::verify_url(&target, progress).await;
+            meter.finish();
+            let report = report?;
             emit(format, &report, render_verify);
             if !report.problems.is_empty() {
                 return Err(Error::VerifyFailed {

@@ -13,7 +13,7 @@ use crate::mirror::MirrorError;
 use crate::mirror::pass::{DeepCheck, MirrorPair};
 use crate::mirror::restore::{RestorePoint, restore};
 use crate::mirror::target::{AppliedTarget, applied_targets};
-use crate::mirror::verify::{VerifyReport, verify};
+use crate::mirror::verify::{VerifyReport, verify_tracked};
 use crate::registry::canonicalize_database_url;
 use crate::response::{MirrorRestoreResponse, MirrorSyncResponse};
 use crate::root::{ConfigPoller, FleetRoot, FleetView};
@@ -132,8 +132,9 @@ pub async fn restore_urls(
     })
 }
 
-/// `sleet mirror verify`: is the destination at `url` restorable?
-pub async fn verify_url(url: &str) -> Result<VerifyReport, Error> {
+/// `sleet mirror verify`: is the destination at `url` restorable? The
+/// manifests read are counted into `progress`.
+pub async fn verify_url(url: &str, progress: Arc<CopyProgress>) -> Result<VerifyReport, Error> {
     let target = DatabaseHandle::open(url).map_err(MirrorError::from)?;
-    Ok(verify(&target).await?)
+    Ok(verify_tracked(&target, &progress).await?)
 }

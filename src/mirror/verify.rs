@@ -17,6 +17,7 @@ use super::layout::{
     parse_manifest_file,
 };
 use super::pass::{list_dir, read_manifest};
+use crate::copier::CopyProgress;
 use crate::database::DatabaseHandle;
 use crate::store::StoreRoot;
 
@@ -35,16 +36,27 @@ pub struct VerifyReport {
 
 /// Checks the destination `target`.
 pub async fn verify(target: &DatabaseHandle) -> Result<VerifyReport, MirrorError> {
+    verify_tracked(target, &CopyProgress::new()).await
+}
+
+/// Checks the destination `target`, counting the manifests it reads (the
+/// slow part: one GET each) into `progress` against the total it listed.
+pub async fn verify_tracked(
+    target: &DatabaseHandle,
+    progress: &CopyProgress,
+) -> Result<VerifyReport, MirrorError> {
     let root = target.root();
     let mut report = VerifyReport {
         url: target.url().to_string(),
         ..VerifyReport::default()
     };
-    let ids: BTreeSet<u64> = list_sizes(&root, MANIFEST_DIR)
+    let listed: BTreeMap<u64, u64> = list_sizes(&root, MANIFEST_DIR)
         .await?
-        .keys()
-        .filter_map(|name| parse_manifest_file(name.rsplit('/').next()?))
+        .into_iter()
+        .filter_map(|(name, size)| Some((parse_manifest_file(name.rsplit('/').next()?)?, size)))
         .collect();
+    progress.expect(listed.len() as u64, listed.values().sum());
+    let ids: BTreeSet<u64> = listed.keys().copied().collect();
     let Some(&latest) = ids.last() else {
         report
             .problems
@@ -54,7 +66,9 @@ pub async fn verify(target: &DatabaseHandle) -> Result<VerifyReport, MirrorError
     report.latest_manifest = Some(latest);
     let mut manifests = BTreeMap::new();
     for &id in &ids {
-        match read_manifest(target, id).await? {
+        let read = read_manifest(target, id).await?;
+        progress.record(1, listed[&id]);
+        match read {
             Some(m) => {
                 manifests.insert(id, m);
             }

@@ -150,7 +150,9 @@ impl Source {
 
 /// The destination verifies clean.
 pub async fn assert_verified(url: &str) {
-    let report = ops::verify_url(url).await.expect("verify runs");
+    let report = ops::verify_url(url, CopyProgress::new())
+        .await
+        .expect("verify runs");
     assert!(report.problems.is_empty(), "{url}: {:#?}", report.problems);
     assert!(report.latest_manifest.is_some());
 }

@@ -804,11 +804,7 @@ async fn latest_manifest(url: &str) -> u64 {
 /// which gives the command a pseudo-terminal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sync_on_a_terminal_shows_a_progress_bar_and_json_does_not() {
-    let Some(script) = ["/usr/bin/script", "/bin/script"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-    else {
-        eprintln!("skipped: no script(1) for a pseudo-terminal");
+    let Some(script) = pseudo_terminal() else {
         return;
     };
     let plugins_dir = plugin_dir(&["throttle-copier"]);
@@ -852,4 +848,78 @@ async fn a_sync_on_a_terminal_shows_a_progress_bar_and_json_does_not() {
     let reply: serde_json::Value = serde_json::from_str(json[start..].trim())
         .unwrap_or_else(|e| panic!("a JSON reply ({e}):\n{json}"));
     assert_eq!(reply["committed"], true);
+}
+
+/// `script(1)`, which runs a command on a pseudo-terminal, when the
+/// machine has it.
+fn pseudo_terminal() -> Option<&'static str> {
+    let found = ["/usr/bin/script", "/bin/script"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    if found.is_none() {
+        eprintln!("skipped: no script(1) for a pseudo-terminal");
+    }
+    found
+}
+
+/// `mirror verify` on a terminal draws the same bar, against the
+/// manifests it reads (one GET each, slowed to 150 ms by a proxy in front
+/// of the S3 server so the bar is on screen); with `--format json`
+/// nothing but the JSON is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verify_on_a_terminal_shows_a_progress_bar_and_json_does_not() {
+    use crate::common::{BUCKET, FileRoot, endpoint, s3_env, sleet_env, unique_prefix};
+    let Some(script) = pseudo_terminal() else {
+        return;
+    };
+    let Some(endpoint) = endpoint() else { return };
+    let data = tempfile::tempdir().unwrap();
+    let source = format!("file://{}/source", data.path().display());
+    let copy = format!("s3://{BUCKET}/{}/copy", unique_prefix("verify-bar"));
+    let root = FileRoot::new();
+    root.write(
+        "sleet.toml",
+        &format!("[database.mirror.targets.t]\nurl = \"{copy}\"\n"),
+    );
+    let env = s3_env(&endpoint);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let writer = db::open_writer(&source).await;
+    for round in 0..4 {
+        db::write_rounds(&writer, round..round + 1).await;
+        if round == 0 {
+            let registered = crate::common::sleet(&["register", &root.url(), &source]);
+            assert!(registered.status.success(), "{registered:?}");
+        }
+        let synced = sleet_env(&["mirror", "sync", &root.url(), &source, "t"], &env);
+        assert!(synced.status.success(), "{synced:?}");
+    }
+    writer.close().await.unwrap();
+
+    let slow = crate::proxy::FaultProxy::start(&endpoint, 11).await;
+    slow.faults.set(0, 0, std::time::Duration::from_millis(150));
+    let verify = |format: &str| {
+        let command = format!(
+            "{} mirror verify {copy} --format {format}",
+            env!("CARGO_BIN_EXE_sleet")
+        );
+        let out = std::process::Command::new(script)
+            .args(["-qfec", &command, "/dev/null"])
+            .envs(s3_env(&slow.endpoint))
+            .env("TERM", "xterm")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let shown = verify("text");
+    assert!(shown.contains(" objects, "), "no bar:\n{shown}");
+    assert!(shown.contains(" left"), "no time left:\n{shown}");
+    assert!(shown.contains("ok: "), "{shown}");
+    let json = verify("json");
+    assert!(!json.contains(" left"), "a bar with --format json:\n{json}");
+    let start = json.find("\n{").map_or(0, |at| at + 1);
+    let reply: serde_json::Value = serde_json::from_str(json[start..].trim())
+        .unwrap_or_else(|e| panic!("a JSON reply ({e}):\n{json}"));
+    assert_eq!(reply["problems"], serde_json::json!([]));
+    assert!(reply["manifests_checked"].as_u64().unwrap() >= 2, "{reply}");
 }

@@ -135,7 +135,9 @@ async fn a_damaged_destination_is_named_refused_and_repaired() {
     std::fs::remove_file(on_disk(&ssts[1])).unwrap();
     std::fs::write(on_disk(&ssts[1]), &whole[..whole.len() / 2]).unwrap();
 
-    let report = ops::verify_url(&backup).await.unwrap();
+    let report = ops::verify_url(&backup, sleet::copier::CopyProgress::new())
+        .await
+        .unwrap();
     let problems = report.problems.join("\n");
     assert!(
         problems.contains(&format!("compacted/{} is missing", ssts[0])),
