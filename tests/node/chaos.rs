@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use sleet::testing::{Chaos, Faults};
 
-use crate::cluster::{Cluster, FAST_FLEET, Seeded, ownership_matches};
+use crate::cluster::{Cluster, FAST_FLEET, Seeded, expected_tasks, ownership_matches};
 use crate::db;
 
 const ROUNDS: usize = 8;
@@ -80,6 +80,7 @@ async fn random_crashes_restarts_and_store_faults_lose_nothing() {
         let started = std::time::Instant::now();
         while !ownership_matches(&cluster, &live, &dbs, 2).await {
             if started.elapsed() > Duration::from_secs(45) {
+                eprintln!("expected: {:?}", expected_tasks(&live, &dbs, 2));
                 for id in &live {
                     eprintln!("{id}: {:?}", cluster.body(id).await);
                 }

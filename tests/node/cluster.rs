@@ -315,6 +315,21 @@ async fn placement_is(
     workers: usize,
     with_backoff: bool,
 ) -> bool {
+    let expected = expected_tasks(live, dbs, workers);
+    for id in live {
+        if cluster.tasks(id, with_backoff).await.as_ref() != Some(&expected[*id]) {
+            return false;
+        }
+    }
+    true
+}
+
+/// The tasks of each service each live node should run, by placement.
+pub fn expected_tasks<'a>(
+    live: &[&'a str],
+    dbs: &BTreeMap<String, Vec<Service>>,
+    workers: usize,
+) -> BTreeMap<&'a str, BTreeMap<Service, u64>> {
     let mut expected: BTreeMap<&str, BTreeMap<Service, u64>> = live
         .iter()
         .map(|id| (*id, RUNNABLE.iter().map(|s| (*s, 0)).collect()))
@@ -335,12 +350,7 @@ async fn placement_is(
             }
         }
     }
-    for id in live {
-        if cluster.tasks(id, with_backoff).await.as_ref() != Some(&expected[id]) {
-            return false;
-        }
-    }
-    true
+    expected
 }
 
 /// Databases with data, registered in a cluster: all but the first are
@@ -420,6 +430,7 @@ impl Seeded {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cluster_compacts_collects_and_fails_over() {
+    let _alone = crate::HEAVY.lock().await;
     let mut cluster = Cluster::new(FAST_FLEET);
     let seeded = Seeded::new(&cluster, 6).await;
     let (canonical, writer) = (&seeded.canonical, &seeded.writer);
@@ -545,6 +556,7 @@ async fn a_cluster_compacts_collects_and_fails_over() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_while_running_keeps_the_node_on_its_last_good_view() {
+    let _alone = crate::HEAVY.lock().await;
     let mut cluster = Cluster::new(FAST_FLEET);
     let good = cluster.db_url("good");
     db::seed(&good, 3).await;
@@ -625,6 +637,7 @@ async fn bad_input_while_running_keeps_the_node_on_its_last_good_view() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cluster_on_s3_compacts_and_collects() {
     let Some(endpoint) = endpoint() else { return };
+    let _alone = crate::HEAVY.lock().await;
     let mut cluster = Cluster::on_s3(FAST_FLEET, &endpoint).await;
     let seeded = Seeded::new(&cluster, 3).await;
     let dbs = seeded.placement();

@@ -17,6 +17,8 @@ mod system;
 mod takeover;
 
 /// Tests whose timing bounds assume the machine is not also running the
-/// other heavy tests (the chaos rounds, real multi-process fleets) hold
-/// this for their whole run: on two cores they would starve each other.
+/// other heavy tests (the chaos rounds, real multi-process fleets,
+/// in-process clusters, the demo) hold this for their whole run: on two
+/// cores they would starve each other (the in-process chaos test once
+/// missed its 45 s convergence bound beside the cluster tests).
 pub static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

@@ -114,6 +114,7 @@ fn run_rejects_bad_arguments() {
 /// stderr is not a terminal.
 #[test]
 fn the_demo_mirrors_its_database_and_stops_on_ctrl_c() {
+    let _alone = crate::HEAVY.blocking_lock();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("demo.log");
     let mut child = Command::new(env!("CARGO_BIN_EXE_sleet"))
