@@ -56,8 +56,7 @@ pub async fn verify_tracked(
         .filter_map(|(name, size)| Some((parse_manifest_file(name.rsplit('/').next()?)?, size)))
         .collect();
     progress.expect(listed.len() as u64, listed.values().sum());
-    let ids: BTreeSet<u64> = listed.keys().copied().collect();
-    let Some(&latest) = ids.last() else {
+    let Some(&latest) = listed.keys().last() else {
         report
             .problems
             .push("no manifest: not a mirror of a SlateDB database".into());
@@ -65,9 +64,9 @@ pub async fn verify_tracked(
     };
     report.latest_manifest = Some(latest);
     let mut manifests = BTreeMap::new();
-    for &id in &ids {
+    for (&id, &size) in &listed {
         let read = read_manifest(target, id).await?;
-        progress.record(1, listed[&id]);
+        progress.record(1, size);
         match read {
             Some(m) => {
                 manifests.insert(id, m);

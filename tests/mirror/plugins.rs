@@ -826,13 +826,7 @@ async fn a_sync_on_a_terminal_shows_a_progress_bar_and_json_does_not() {
                 root.url(),
                 plugins.display()
             );
-            let out = std::process::Command::new(script)
-                .args(["-qfec", &command, "/dev/null"])
-                .env("TERM", "xterm")
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
-            String::from_utf8_lossy(&out.stdout).to_string()
+            on_terminal(script, &command, &[])
         }
     };
     let dest_dir = tempfile::tempdir().unwrap();
@@ -842,12 +836,29 @@ async fn a_sync_on_a_terminal_shows_a_progress_bar_and_json_does_not() {
     assert!(shown.contains("synced "), "{shown}");
     let json = run("json", &format!("file://{}/b", dest_dir.path().display())).await;
     assert!(!json.contains(" left"), "a bar with --format json:\n{json}");
-    // The pseudo-terminal also carries the log lines (stderr); the reply
-    // is the JSON document from the line that opens it.
-    let start = json.find("\n{").map_or(0, |at| at + 1);
-    let reply: serde_json::Value = serde_json::from_str(json[start..].trim())
-        .unwrap_or_else(|e| panic!("a JSON reply ({e}):\n{json}"));
-    assert_eq!(reply["committed"], true);
+    assert_eq!(json_reply(&json)["committed"], true);
+}
+
+/// Runs `command` through `script(1)` on a pseudo-terminal with `env`
+/// added; it must succeed. What the terminal showed (stdout and stderr).
+fn on_terminal(script: &str, command: &str, env: &[(&str, String)]) -> String {
+    let out = std::process::Command::new(script)
+        .args(["-qfec", command, "/dev/null"])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .env("TERM", "xterm")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// The JSON reply a terminal showed. The pseudo-terminal also carries the
+/// log lines (stderr); the reply is the document from the line that opens
+/// it.
+fn json_reply(shown: &str) -> serde_json::Value {
+    let start = shown.find("\n{").map_or(0, |at| at + 1);
+    serde_json::from_str(shown[start..].trim())
+        .unwrap_or_else(|e| panic!("a JSON reply ({e}):\n{shown}"))
 }
 
 /// `script(1)`, which runs a command on a pseudo-terminal, when the
@@ -902,14 +913,7 @@ async fn a_verify_on_a_terminal_shows_a_progress_bar_and_json_does_not() {
             "{} mirror verify {copy} --format {format}",
             env!("CARGO_BIN_EXE_sleet")
         );
-        let out = std::process::Command::new(script)
-            .args(["-qfec", &command, "/dev/null"])
-            .envs(s3_env(&slow.endpoint))
-            .env("TERM", "xterm")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8_lossy(&out.stdout).to_string()
+        on_terminal(script, &command, &s3_env(&slow.endpoint))
     };
     let shown = verify("text");
     assert!(shown.contains(" objects, "), "no bar:\n{shown}");
@@ -917,9 +921,7 @@ async fn a_verify_on_a_terminal_shows_a_progress_bar_and_json_does_not() {
     assert!(shown.contains("ok: "), "{shown}");
     let json = verify("json");
     assert!(!json.contains(" left"), "a bar with --format json:\n{json}");
-    let start = json.find("\n{").map_or(0, |at| at + 1);
-    let reply: serde_json::Value = serde_json::from_str(json[start..].trim())
-        .unwrap_or_else(|e| panic!("a JSON reply ({e}):\n{json}"));
+    let reply = json_reply(&json);
     assert_eq!(reply["problems"], serde_json::json!([]));
     assert!(reply["manifests_checked"].as_u64().unwrap() >= 2, "{reply}");
 }

@@ -62,20 +62,8 @@ pub async fn seed(url: &str, rounds: usize) {
     db.close().await.expect("close");
 }
 
-/// The latest manifest's L0 count and sorted-run count.
-pub async fn shape(url: &str) -> (usize, usize) {
-    let (store, path) = open_store(url);
-    let admin = AdminBuilder::new(path, store).build();
-    let manifest = admin
-        .read_manifest(None)
-        .await
-        .expect("read manifest")
-        .expect("a manifest");
-    (manifest.l0().len(), manifest.compacted().len())
-}
-
-/// The latest manifest's `next_wal_sst_id`.
-pub async fn next_wal_sst_id(url: &str) -> u64 {
+/// The latest manifest.
+async fn latest_manifest(url: &str) -> slatedb::VersionedManifest {
     let (store, path) = open_store(url);
     AdminBuilder::new(path, store)
         .build()
@@ -83,7 +71,17 @@ pub async fn next_wal_sst_id(url: &str) -> u64 {
         .await
         .expect("read manifest")
         .expect("a manifest")
-        .next_wal_sst_id()
+}
+
+/// The latest manifest's L0 count and sorted-run count.
+pub async fn shape(url: &str) -> (usize, usize) {
+    let manifest = latest_manifest(url).await;
+    (manifest.l0().len(), manifest.compacted().len())
+}
+
+/// The latest manifest's `next_wal_sst_id`.
+pub async fn next_wal_sst_id(url: &str) -> u64 {
+    latest_manifest(url).await.next_wal_sst_id()
 }
 
 /// Object names under `<db>/<dir>/`, on any store.

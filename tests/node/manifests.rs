@@ -19,6 +19,8 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use slatedb::admin::AdminBuilder;
 use slatedb::config::DbReaderOptions;
 use slatedb::{DbReader, DbReaderMode};
+use sleet::mirror::layout::{manifest_name, parse_manifest_file, wal_name};
+use sleet::store::relative_to;
 
 /// Where a view keeps its database.
 const VIEW_ROOT: &str = "copy";
@@ -57,7 +59,7 @@ impl CopySnapshot {
                 .await
                 .map_err(|e| format!("{url}: list {dir}/: {e}"))?;
             for meta in listed {
-                let name = relative(&root, &meta.location);
+                let name = relative_to(&root, &meta.location).to_string();
                 if self.objects.contains_key(&name) {
                     continue;
                 }
@@ -81,12 +83,7 @@ impl CopySnapshot {
     pub fn manifest_ids(&self) -> BTreeSet<u64> {
         self.objects
             .keys()
-            .filter_map(|name| {
-                name.strip_prefix("manifest/")?
-                    .strip_suffix(".manifest")?
-                    .parse()
-                    .ok()
-            })
+            .filter_map(|name| parse_manifest_file(name.strip_prefix("manifest/")?))
             .collect()
     }
 
@@ -131,7 +128,7 @@ impl CopySnapshot {
         id: u64,
     ) -> Result<(Arc<dyn ObjectStore>, std::ops::Range<u64>, Vec<u64>), String> {
         let view: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-        let manifest = format!("manifest/{id:020}.manifest");
+        let manifest = manifest_name(id);
         for (name, bytes) in &self.objects {
             if name.starts_with("compacted/") || *name == manifest {
                 put(&view, name, bytes).await;
@@ -146,7 +143,7 @@ impl CopySnapshot {
         let window = read.replay_after_wal_id() + 1..read.next_wal_sst_id();
         let mut lacking = Vec::new();
         for wal in window.clone() {
-            let name = format!("wal/{wal:020}.sst");
+            let name = wal_name(wal);
             match self.objects.get(&name) {
                 Some(bytes) => put(&view, &name, bytes).await,
                 None => lacking.push(wal),
@@ -163,13 +160,4 @@ async fn put(view: &Arc<dyn ObjectStore>, name: &str, bytes: &Bytes) {
     )
     .await
     .expect("an in-memory put");
-}
-
-fn relative(root: &Path, location: &Path) -> String {
-    location
-        .as_ref()
-        .strip_prefix(root.as_ref())
-        .unwrap_or(location.as_ref())
-        .trim_start_matches('/')
-        .to_string()
 }

@@ -356,7 +356,7 @@ async fn highest_wal(url: &str) -> u64 {
     crate::db::objects(url, "wal")
         .await
         .iter()
-        .filter_map(|name| name.strip_suffix(".sst")?.parse().ok())
+        .filter_map(|name| sleet::mirror::layout::parse_wal_file(name))
         .max()
         .unwrap_or(0)
 }
