@@ -551,6 +551,14 @@ fn render_verify(r: &VerifyReport) -> String {
     } else {
         "FAILED"
     };
+    if let (Some(latest), Some(point)) = (r.latest_manifest, r.latest_restore_point)
+        && point != latest
+    {
+        out.push_str(&format!(
+            "note: the newest restore point is manifest {point}; manifest {latest} is support \
+             a pass committed before it was cut off, and the next pass supersedes it\n"
+        ));
+    }
     out.push_str(&format!(
         "{verdict}: {} latest manifest {}, {} restore points, {} manifests and {} objects checked, {} problems\n",
         r.url,

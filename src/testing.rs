@@ -242,6 +242,9 @@ pub struct Faults {
     /// Requests seen, the seed of the next pseudo-random draw.
     sequence: AtomicU64,
     injected: AtomicU64,
+    /// Writes to a location that sorts after this one in its directory
+    /// fail: a writer cut off at a known point.
+    refuse_puts_after: std::sync::Mutex<Option<String>>,
 }
 
 impl Faults {
@@ -260,6 +263,29 @@ impl Faults {
     /// No more faults.
     pub fn clear(&self) {
         self.set(0, std::time::Duration::ZERO);
+    }
+
+    /// Fails every write to a location in `location`'s directory that
+    /// sorts after it (`None`: no such refusal).
+    pub fn refuse_puts_after(&self, location: Option<String>) {
+        *self.refuse_puts_after.lock().expect("faults lock") = location;
+    }
+
+    /// Whether a write to `location` is refused by [`Self::refuse_puts_after`].
+    fn refuses_put(&self, location: &str) -> Result<()> {
+        let after = self.refuse_puts_after.lock().expect("faults lock");
+        let Some(after) = after.as_deref() else {
+            return Ok(());
+        };
+        let directory = |l: &str| l.rsplit_once('/').map_or("", |(dir, _)| dir).to_string();
+        if directory(location) == directory(after) && location > after {
+            self.injected.fetch_add(1, Ordering::Relaxed);
+            return Err(object_store::Error::Generic {
+                store: "FaultyStore",
+                source: format!("refused write to {location}").into(),
+            });
+        }
+        Ok(())
     }
 
     /// Errors injected so far.
@@ -337,6 +363,7 @@ impl ObjectStore for FaultyStore {
         opts: PutOptions,
     ) -> Result<PutResult> {
         self.faults.before_request(location.as_ref()).await?;
+        self.faults.refuses_put(location.as_ref())?;
         self.inner.put_opts(location, payload, opts).await
     }
 
@@ -346,6 +373,7 @@ impl ObjectStore for FaultyStore {
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
         self.faults.before_request(location.as_ref()).await?;
+        self.faults.refuses_put(location.as_ref())?;
         self.inner.put_multipart_opts(location, opts).await
     }
 

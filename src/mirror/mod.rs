@@ -4,6 +4,7 @@
 pub mod lag;
 pub mod layout;
 pub mod pass;
+pub mod points;
 pub mod proof;
 pub mod prune;
 pub mod restore;

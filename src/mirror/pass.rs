@@ -5,9 +5,11 @@
 //! what it copies, copies the data objects of the head's closure (the head
 //! and the manifests its live checkpoints pin), then commits those
 //! manifests at the destination in ascending id order, each create-only.
-//! The destination's latest manifest therefore always has its whole
-//! closure present, even mid-commit, and two passes racing for one target
-//! write identical bytes (a collision with different bytes means something
+//! Every committed manifest therefore has its objects present, the head
+//! its whole closure, even mid-commit (a pass cut off after a support
+//! manifest leaves it the latest until the next pass: see
+//! [`super::points`]), and two passes racing for one target write
+//! identical bytes (a collision with different bytes means something
 //! else wrote the destination: divergence).
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,8 +1,9 @@
 //! Retention at a destination: the mirror is its only deleter (SlateDB GC
 //! must never run there: it would write manifests and fork the history).
 //!
-//! Restore points are the latest manifest and every manifest younger than
-//! `keep`. A restore point keeps the manifests its live checkpoints pin
+//! Kept restore points are the latest manifest, every manifest younger
+//! than `keep`, and the newest restore point however old (the latest is
+//! none while an interrupted pass is not redone). A kept one keeps the manifests its live checkpoints pin
 //! and every object any kept manifest references. Two guards stop prune
 //! from deleting what an in-flight pass is about to commit: objects the
 //! source still references are spared, and objects newer than the oldest
@@ -14,6 +15,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use object_store::ObjectStoreExt;
+use slatedb::VersionedManifest;
 
 use super::MirrorError;
 use super::layout::{
@@ -21,6 +23,7 @@ use super::layout::{
     parse_manifest_file, parse_wal_file, pin_name,
 };
 use super::pass::{MirrorPair, list_dir, read_latest, read_manifest};
+use super::points::newest_restore_point;
 use crate::store::StoreRoot;
 
 /// What a prune did.
@@ -65,13 +68,20 @@ impl MirrorPair {
         let floor = self.pin_floor(min_age).await;
 
         let keep_window = chrono::Duration::from_std(keep).unwrap_or(chrono::Duration::MAX);
-        let restore_points: BTreeSet<u64> = manifests
+        let mut restore_points: BTreeSet<u64> = manifests
             .iter()
             .filter(|(id, at)| **id == latest || now - **at < keep_window)
             .map(|(id, _)| *id)
             .collect();
-        let (kept, kept_objects, tail_floor) =
-            self.kept(&restore_points, &manifests, latest, now).await?;
+        // Below the latest while an interrupted pass is not redone: kept
+        // however old, so the destination always holds a restore point.
+        let listed: BTreeSet<u64> = manifests.keys().copied().collect();
+        let newest_point = newest_restore_point(&self.destination, &listed, now, |_| true).await?;
+        restore_points.extend(newest_point.as_ref().map(|m| m.id()));
+        let decoded = newest_point.into_iter().map(|m| (m.id(), m)).collect();
+        let (kept, kept_objects, tail_floor) = self
+            .kept(&restore_points, decoded, &manifests, latest, now)
+            .await?;
 
         let doomed: Vec<String> = manifests
             .keys()
@@ -111,17 +121,22 @@ impl MirrorPair {
     /// The kept manifests (restore points and what their live checkpoints
     /// pin), the objects they reference (`None` if one is unreadable), and
     /// the latest manifest's `next_wal_sst_id` (WAL below it is history).
+    /// `decoded` holds manifests already read.
     async fn kept(
         &self,
         restore_points: &BTreeSet<u64>,
+        mut decoded: BTreeMap<u64, VersionedManifest>,
         listed: &BTreeMap<u64, DateTime<Utc>>,
         latest: u64,
         now: DateTime<Utc>,
     ) -> Result<(BTreeSet<u64>, Option<BTreeSet<String>>, u64), MirrorError> {
         let mut kept = restore_points.clone();
-        let mut decoded = BTreeMap::new();
         for &id in restore_points {
-            if let Some(manifest) = read_manifest(&self.destination, id).await? {
+            let manifest = match decoded.remove(&id) {
+                Some(m) => Some(m),
+                None => read_manifest(&self.destination, id).await?,
+            };
+            if let Some(manifest) = manifest {
                 kept.extend(
                     kept_pins(&manifest, now)
                         .into_iter()

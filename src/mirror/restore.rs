@@ -14,6 +14,7 @@ use super::layout::{
     MANIFEST_DIR, live_pins, manifest_name, manifest_objects, parse_manifest_file,
 };
 use super::pass::{get_bytes, list_dir, read_manifest};
+use super::points::newest_restore_point;
 use super::verify::{Needed, closure_problems, data_sizes};
 use crate::copier::builtin::BuiltinCopier;
 use crate::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
@@ -82,12 +83,12 @@ pub async fn restore(
     let dest_root = destination.root();
     ensure_empty(&dest_root).await?;
     let backup_root = backup.root();
-    let listed: Vec<u64> = list_dir(&backup_root, MANIFEST_DIR)
+    let listed: BTreeSet<u64> = list_dir(&backup_root, MANIFEST_DIR)
         .await?
         .keys()
         .filter_map(|n| parse_manifest_file(n.rsplit('/').next()?))
         .collect();
-    let Some(&latest) = listed.iter().max() else {
+    let Some(&latest) = listed.last() else {
         return Err(MirrorError::NotADatabase {
             url: backup.url().to_string(),
         });
@@ -184,56 +185,54 @@ fn no_point(at: RestorePoint, reason: String) -> MirrorError {
     }
 }
 
-/// The manifest `at` names.
+/// The manifest `at` names: for the latest or a time, the newest restore
+/// point that qualifies ([`super::points`]).
 async fn resolve(
     backup: &DatabaseHandle,
-    listed: &[u64],
+    listed: &BTreeSet<u64>,
     latest: u64,
     at: RestorePoint,
 ) -> Result<VersionedManifest, MirrorError> {
-    let id = match at {
-        RestorePoint::Latest => latest,
-        RestorePoint::Manifest(id) if listed.contains(&id) => id,
+    let now = Utc::now();
+    let found = match at {
+        RestorePoint::Latest => newest_restore_point(backup, listed, now, |_| true).await?,
+        RestorePoint::Manifest(id) if listed.contains(&id) => read_manifest(backup, id).await?,
         RestorePoint::Manifest(id) => {
             return Err(no_point(at, format!("the backup has no manifest {id}")));
         }
-        RestorePoint::Time(ts) => by_time(backup, listed, latest, ts).await?.ok_or_else(|| {
-            no_point(
-                at,
-                "the timestamp predates the backup's tracked history".into(),
-            )
-        })?,
-    };
-    read_manifest(backup, id)
-        .await?
-        .ok_or_else(|| no_point(at, format!("manifest {id} vanished from the backup")))
-}
-
-/// The newest manifest whose last L0 write the latest manifest's sequence
-/// tracker dates at or before `ts` (the tracker samples about once a minute).
-async fn by_time(
-    backup: &DatabaseHandle,
-    listed: &[u64],
-    latest: u64,
-    ts: DateTime<Utc>,
-) -> Result<Option<u64>, MirrorError> {
-    let Some(head) = read_manifest(backup, latest).await? else {
-        return Ok(None);
-    };
-    let tracker = head.sequence_tracker();
-    let mut newest_first = listed.to_vec();
-    newest_first.sort_unstable_by(|a, b| b.cmp(a));
-    for id in newest_first {
-        let Some(manifest) = read_manifest(backup, id).await? else {
-            continue;
-        };
-        if let Some(written) = tracker.find_ts(manifest.last_l0_seq(), FindOption::RoundDown)
-            && written <= ts
-        {
-            return Ok(Some(id));
+        RestorePoint::Time(ts) => {
+            let Some(head) = read_manifest(backup, latest).await? else {
+                return Err(no_point(
+                    at,
+                    format!("manifest {latest} vanished from the backup"),
+                ));
+            };
+            let tracker = head.sequence_tracker();
+            let written_by = |m: &VersionedManifest| {
+                tracker
+                    .find_ts(m.last_l0_seq(), FindOption::RoundDown)
+                    .is_some_and(|written| written <= ts)
+            };
+            let found = newest_restore_point(backup, listed, now, written_by).await?;
+            return found.ok_or_else(|| {
+                no_point(
+                    at,
+                    "the timestamp predates the backup's tracked history".into(),
+                )
+            });
         }
-    }
-    Ok(None)
+    };
+    found.ok_or_else(|| match at {
+        RestorePoint::Manifest(id) => {
+            no_point(at, format!("manifest {id} vanished from the backup"))
+        }
+        _ => no_point(
+            at,
+            "the backup holds no restore point: every manifest lacks a manifest its live \
+             checkpoints pin (was its first pass cut off?)"
+                .into(),
+        ),
+    })
 }
 
 /// The chosen manifest and the manifests its live checkpoints pin; all

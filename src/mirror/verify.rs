@@ -1,10 +1,8 @@
 //! `sleet mirror verify`: proves a mirror destination restorable without
-//! writing to it. Every restore point (the latest manifest, and the
-//! others no checkpoint keeps as support: [`restore_points`]) must have
-//! its whole closure present; a
-//! manifest kept only as another's checkpoint support needs its own
-//! objects. Compacted SSTs must be at least as large as the index end
-//! their manifest records.
+//! writing to it. Every restore point ([`super::points`]) must have its
+//! whole closure present, and there must be one; every other manifest
+//! needs its own objects. Compacted SSTs must be at least as large as the
+//! index end their manifest records.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,6 +15,7 @@ use super::layout::{
     parse_manifest_file,
 };
 use super::pass::{list_dir, read_manifest};
+use super::points::restore_points;
 use crate::copier::CopyProgress;
 use crate::database::DatabaseHandle;
 use crate::store::StoreRoot;
@@ -27,6 +26,9 @@ pub struct VerifyReport {
     pub url: String,
     /// The destination's latest manifest id.
     pub latest_manifest: Option<u64>,
+    /// The newest restore point: below the latest manifest while a pass
+    /// cut off between its support manifests and its head is not redone.
+    pub latest_restore_point: Option<u64>,
     pub restore_points: u64,
     pub manifests_checked: u64,
     pub objects_checked: u64,
@@ -79,11 +81,11 @@ pub async fn verify_tracked(
     let sizes = data_sizes(&root).await?;
 
     let now = Utc::now();
-    let pins: BTreeMap<u64, ManifestPins> = manifests
+    let pins: BTreeMap<u64, BTreeSet<u64>> = manifests
         .iter()
-        .map(|(&id, m)| (id, ManifestPins::of(m, now)))
+        .map(|(&id, m)| (id, live_pins(m, now)))
         .collect();
-    let points = restore_points(&pins, latest);
+    let points = restore_points(&pins);
     let mut needed: Needed = BTreeMap::new();
     let mut need = |manifest: &VersionedManifest, by: u64| {
         for (name, floor) in manifest_objects(manifest) {
@@ -96,18 +98,20 @@ pub async fn verify_tracked(
     };
     for (&id, manifest) in &manifests {
         need(manifest, id);
-        if !points.contains(&id) {
-            continue;
-        }
-        report.restore_points += 1;
-        for &pinned in &pins[&id].live {
-            match manifests.get(&pinned) {
-                Some(m) => need(m, id),
-                None => report.problems.push(format!(
-                    "manifest {id}: its live checkpoint pins manifest {pinned}, which is missing"
-                )),
+        if points.contains(&id) {
+            for pinned in &pins[&id] {
+                need(&manifests[pinned], id);
             }
         }
+    }
+    report.restore_points = points.len() as u64;
+    report.latest_restore_point = points.last().copied();
+    if points.is_empty() {
+        report.problems.push(format!(
+            "no restore point: every manifest lacks a manifest its live checkpoints pin \
+             (manifest {latest}: {})",
+            missing_pins(&pins, latest)
+        ));
     }
     report.manifests_checked = manifests.len() as u64;
     report.objects_checked = needed.len() as u64;
@@ -115,46 +119,14 @@ pub async fn verify_tracked(
     Ok(report)
 }
 
-/// The checkpoints of one destination manifest, by the manifest each names.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ManifestPins {
-    /// Named by a checkpoint live now (other than the manifest itself).
-    pub live: BTreeSet<u64>,
-    /// Named by any checkpoint, expired ones included.
-    pub named: BTreeSet<u64>,
-}
-
-impl ManifestPins {
-    fn of(manifest: &VersionedManifest, now: chrono::DateTime<Utc>) -> Self {
-        ManifestPins {
-            live: live_pins(manifest, now),
-            named: manifest
-                .checkpoints()
-                .iter()
-                .map(|c| c.manifest_id)
-                .filter(|id| *id != manifest.id())
-                .collect(),
-        }
-    }
-}
-
-/// Which destination manifests are restore points, and so must hold
-/// everything their live checkpoints pin. The latest always is. Another is
-/// closure support instead while a live checkpoint names it, or when a
-/// later manifest's checkpoint named it and its own live pins are not all
-/// at the destination: a pass copied it for that checkpoint's readers, and
-/// the manifests its own checkpoints pinned were gone from the source by
-/// then (restore refuses such a manifest as support, naming why).
-pub fn restore_points(pins: &BTreeMap<u64, ManifestPins>, latest: u64) -> BTreeSet<u64> {
-    let live_support: BTreeSet<u64> = pins.values().flat_map(|p| p.live.iter().copied()).collect();
-    let named_later = |id: u64| pins.range(id + 1..).any(|(_, p)| p.named.contains(&id));
-    let complete = |p: &ManifestPins| p.live.iter().all(|pinned| pins.contains_key(pinned));
-    pins.iter()
-        .filter(|(id, p)| {
-            **id == latest || (!live_support.contains(id) && (complete(p) || !named_later(**id)))
-        })
-        .map(|(id, _)| *id)
-        .collect()
+/// The manifests `id` pins that the destination lacks, for a message.
+fn missing_pins(pins: &BTreeMap<u64, BTreeSet<u64>>, id: u64) -> String {
+    let missing: Vec<String> = pins[&id]
+        .iter()
+        .filter(|pinned| !pins.contains_key(pinned))
+        .map(|pinned| format!("pins {pinned}, which is missing"))
+        .collect();
+    missing.join(", ")
 }
 
 /// The objects a closure needs, each with its size floor and the
@@ -193,51 +165,4 @@ async fn list_sizes(root: &StoreRoot, dir: &str) -> Result<BTreeMap<String, u64>
         .into_iter()
         .map(|(name, meta)| (name, meta.size))
         .collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pins(live: &[u64], named: &[u64]) -> ManifestPins {
-        ManifestPins {
-            live: live.iter().copied().collect(),
-            named: named.iter().chain(live).copied().collect(),
-        }
-    }
-
-    #[test]
-    fn a_manifest_a_live_checkpoint_names_is_support() {
-        let all = BTreeMap::from([(3, pins(&[], &[])), (5, pins(&[3], &[]))]);
-        assert_eq!(restore_points(&all, 5), BTreeSet::from([5]));
-    }
-
-    #[test]
-    fn once_the_checkpoint_expires_a_complete_manifest_is_a_restore_point_again() {
-        let all = BTreeMap::from([(3, pins(&[], &[])), (5, pins(&[], &[3]))]);
-        assert_eq!(restore_points(&all, 5), BTreeSet::from([3, 5]));
-    }
-
-    /// Manifest 4 was copied for a checkpoint of 6 that has since expired;
-    /// its own (longer-lived) checkpoint names 2, which the source had
-    /// already collected. It is support, not a broken restore point.
-    #[test]
-    fn support_whose_own_pins_were_gone_stays_support() {
-        let all = BTreeMap::from([(4, pins(&[2], &[])), (6, pins(&[], &[4]))]);
-        assert_eq!(restore_points(&all, 6), BTreeSet::from([6]));
-    }
-
-    /// The same manifest that no later checkpoint ever named was committed
-    /// as a pass's head: a missing pin there is a real problem.
-    #[test]
-    fn an_incomplete_manifest_nothing_named_is_still_a_restore_point() {
-        let all = BTreeMap::from([(4, pins(&[2], &[])), (6, pins(&[], &[]))]);
-        assert_eq!(restore_points(&all, 6), BTreeSet::from([4, 6]));
-    }
-
-    #[test]
-    fn the_latest_is_always_a_restore_point() {
-        let all = BTreeMap::from([(6, pins(&[2], &[]))]);
-        assert_eq!(restore_points(&all, 6), BTreeSet::from([6]));
-    }
 }

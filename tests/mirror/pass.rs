@@ -240,3 +240,111 @@ async fn an_unpinned_slow_pass_loses_objects() {
     assert!(err.contains("vanished"), "{err}");
     source.stop().await;
 }
+
+/// A pass commits its head's support manifests before the head. Support
+/// carries its own checkpoints, which may pin manifests the source already
+/// collected; a pass cut off between the two leaves such a manifest the
+/// destination's latest. `verify` must not fail that destination and
+/// `restore` must restore the head before it (found by the S3 chaos suite:
+/// "manifest 343: its live checkpoint pins manifest 326, which is
+/// missing"); the next pass commits a head above it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pass_cut_off_after_its_support_leaves_the_previous_head_restorable() {
+    use std::sync::Arc;
+
+    use slatedb::config::CheckpointOptions;
+    use sleet::copier::builtin::BuiltinCopier;
+    use sleet::database::DatabaseHandle;
+    use sleet::mirror::layout::manifest_name;
+    use sleet::mirror::pass::{DeepCheck, MirrorPair};
+    use sleet::mirror::restore::{RestorePoint, restore};
+    use sleet::testing::{Faults, FaultyStore};
+
+    let dest_dir = tempfile::tempdir().unwrap();
+    let dest = format!("file://{}/dr", dest_dir.path().display());
+    let mut source = Source::new("", 2).await;
+    let src = DatabaseHandle::open(&source.url).unwrap();
+    let pair = |destination: DatabaseHandle| MirrorPair {
+        target: "dr".into(),
+        source: src.clone(),
+        destination,
+        copier: Arc::new(BuiltinCopier::new(4)),
+        checkpoint_lifetime: Duration::from_secs(60),
+        progress: sleet::copier::CopyProgress::new(),
+        deep_check: DeepCheck::every(Duration::from_secs(3600)),
+        pin_source: true,
+    };
+    let cancel = sleet::CancellationToken::new();
+    let first = pair(DatabaseHandle::open(&dest).unwrap())
+        .sync_pass(&cancel)
+        .await
+        .expect("the first pass");
+
+    // Checkpoint X holds manifest a; checkpoint Y holds b, which still
+    // lists X. X is deleted and source GC collects a; Y keeps b.
+    let hour = CheckpointOptions {
+        lifetime: Some(Duration::from_secs(3600)),
+        ..CheckpointOptions::default()
+    };
+    source.write(1).await;
+    let x = src.admin().create_detached_checkpoint(&hour).await.unwrap();
+    source.write(1).await;
+    let y = src.admin().create_detached_checkpoint(&hour).await.unwrap();
+    src.admin().delete_checkpoint(x.id).await.unwrap();
+    let source_root = src.root();
+    object_store::ObjectStoreExt::delete(
+        source_root.store.as_ref(),
+        &source_root.path(&manifest_name(x.manifest_id)),
+    )
+    .await
+    .unwrap();
+    source.write(1).await;
+
+    // The destination refuses every manifest above b: the pass commits b,
+    // then fails on its head.
+    let faults = Faults::new();
+    let cut_off = DatabaseHandle::open(&dest)
+        .unwrap()
+        .wrap_store(|store| Arc::new(FaultyStore::new(store, faults.clone())));
+    faults.refuse_puts_after(Some(
+        cut_off
+            .root()
+            .path(&manifest_name(y.manifest_id))
+            .to_string(),
+    ));
+    let cut = pair(cut_off).sync_pass(&cancel).await;
+    assert!(cut.is_err(), "the head's write was refused: {cut:?}");
+
+    let report = sleet::mirror_ops::verify_url(&dest, sleet::copier::CopyProgress::new())
+        .await
+        .unwrap();
+    assert_eq!(report.latest_manifest, Some(y.manifest_id), "{report:#?}");
+    assert_eq!(report.latest_restore_point, Some(first.head), "{report:#?}");
+    assert!(report.problems.is_empty(), "{report:#?}");
+    let restored = format!("file://{}/restored", dest_dir.path().display());
+    let outcome = restore(
+        &DatabaseHandle::open(&dest).unwrap(),
+        &DatabaseHandle::open(&restored).unwrap(),
+        RestorePoint::Latest,
+        false,
+        sleet::copier::CopyProgress::new(),
+        &cancel,
+    )
+    .await
+    .expect("the latest restore point restores");
+    assert_eq!(outcome.manifest_id, first.head);
+    db::assert_reader_sees(&restored, 0..2).await;
+
+    let next = pair(DatabaseHandle::open(&dest).unwrap())
+        .sync_pass(&cancel)
+        .await
+        .expect("the next pass");
+    let report = sleet::mirror_ops::verify_url(&dest, sleet::copier::CopyProgress::new())
+        .await
+        .unwrap();
+    assert!(report.problems.is_empty(), "{report:#?}");
+    assert_eq!(report.latest_restore_point, Some(next.head), "{report:#?}");
+    assert_eq!(report.latest_manifest, Some(next.head), "{report:#?}");
+    db::assert_reader_sees(&dest, 0..source.rounds).await;
+    source.stop().await;
+}
