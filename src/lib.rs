@@ -31,6 +31,7 @@ pub mod endpoint;
 mod error;
 pub mod heartbeat;
 pub mod ident;
+pub mod idle;
 pub mod metrics;
 pub mod mirror;
 pub mod mirror_ops;

@@ -197,6 +197,17 @@ impl<'a> Checker<'a> {
         self.positive("outside-compactor.recheck", outside.recheck);
         self.positive("outside-compactor.active_within", outside.active_within);
         self.positive("outside-compactor.takeover_after", outside.takeover_after);
+        let idle = &db.idle;
+        self.positive("idle.probe_min", idle.probe_min);
+        self.positive("idle.probe_max", idle.probe_max);
+        self.positive("idle.sleep_after", idle.sleep_after);
+        if let (Some(min), Some(max)) = (idle.probe_min, idle.probe_max)
+            && min.0 > max.0
+        {
+            self.push(format!(
+                "idle.probe_min ({min}) must not exceed idle.probe_max ({max})"
+            ));
+        }
     }
 
     fn hook_layer(&mut self, name: &str, hook: &HookOverrides) {

@@ -67,6 +67,8 @@ pub struct DatabaseConfig {
     #[serde(default, rename = "outside-compactor")]
     pub outside_compactor: OutsideCompactorOverrides,
     #[serde(default)]
+    pub idle: IdleOverrides,
+    #[serde(default)]
     pub mirror: MirrorOverrides,
     /// Hook plugins by name, layered field by field per name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -207,6 +209,31 @@ pub struct OutsideCompactorOverrides {
     /// epoch over. Default `2m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub takeover_after: Option<HumanDuration>,
+}
+
+/// `[idle]`: run a database's compaction services only while it has work,
+/// and watch an idle one with one small request (a HEAD of its next
+/// manifest) instead of SlateDB's polling.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IdleOverrides {
+    /// `false` runs the services all the time, as sleet 0.1.0 did.
+    /// Default `true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// The first look at a database that went idle, and the retry after a
+    /// failed look. Default `5s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_min: Option<HumanDuration>,
+    /// Looks at an idle database back off to this interval (one request
+    /// each). Default `15s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_max: Option<HumanDuration>,
+    /// How long a busy database must stay quiet (no new manifest, no
+    /// compaction queued or running) before its services stop. Default
+    /// `2m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sleep_after: Option<HumanDuration>,
 }
 
 /// `[compaction-workers]`: SlateDB's standalone workers, plus how many

@@ -33,6 +33,7 @@ pub struct DatabaseSettings {
     pub coordinator: CoordinatorSettings,
     pub workers: WorkerSettings,
     pub outside_compactor: OutsideCompactorSettings,
+    pub idle: crate::idle::IdleSettings,
     /// Every target by name, disabled ones included.
     pub mirror_targets: BTreeMap<String, MirrorTargetSettings>,
     /// Enabled hooks by name.
@@ -325,6 +326,22 @@ impl OutsideCompactorOverrides {
     }
 }
 
+impl IdleOverrides {
+    fn overlay(&mut self, upper: &Self) {
+        overlay_fields!(self, upper; enabled, probe_min, probe_max, sleep_after);
+    }
+
+    fn resolve(&self) -> crate::idle::IdleSettings {
+        let defaults = crate::idle::IdleSettings::default();
+        crate::idle::IdleSettings {
+            enabled: self.enabled.unwrap_or(defaults.enabled),
+            probe_min: duration_or(self.probe_min, defaults.probe_min),
+            probe_max: duration_or(self.probe_max, defaults.probe_max),
+            sleep_after: duration_or(self.sleep_after, defaults.sleep_after),
+        }
+    }
+}
+
 impl WorkerOverrides {
     fn overlay(&mut self, upper: &Self) {
         overlay_fields!(self, upper;
@@ -414,6 +431,7 @@ impl DatabaseConfig {
             .overlay(&upper.compactor_coordinator);
         merged.compaction_workers.overlay(&upper.compaction_workers);
         merged.outside_compactor.overlay(&upper.outside_compactor);
+        merged.idle.overlay(&upper.idle);
         for (name, target) in &upper.mirror.targets {
             merged
                 .mirror
@@ -439,6 +457,7 @@ impl DatabaseConfig {
             coordinator: self.compactor_coordinator.resolve(),
             workers: self.compaction_workers.resolve(),
             outside_compactor: self.outside_compactor.resolve(),
+            idle: self.idle.resolve(),
             mirror_targets: self
                 .mirror
                 .targets

@@ -1,0 +1,271 @@
+//! Idle databases cost almost nothing: the fleet runs a database's
+//! compaction services only while the database has work, and watches an
+//! idle one with one small request instead of SlateDB's own polling (the
+//! coordinator and every worker read the manifest, `.compactions` and their
+//! GC boundary objects every 5 s, about 100 requests a minute for a
+//! database nobody writes).
+//!
+//! [`decide`] is the whole policy: a pure function of the phase a database
+//! is in, what the last look at it saw, and how long it has been quiet.
+//! The watcher that looks and the services it starts and stops are thin
+//! shells around it.
+
+pub mod watch;
+
+use std::time::Duration;
+
+/// Where a database stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// No compaction service runs; a watcher looks for a new manifest,
+    /// less and less often up to `probe_max`.
+    Idle,
+    /// A look saw work: the services are starting.
+    Waking,
+    /// The services run; they stop once the database has been quiet for
+    /// `sleep_after`.
+    Busy,
+}
+
+/// What one look at a database saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Look {
+    /// The manifest has not moved and no compaction is queued or running.
+    Quiet,
+    /// The manifest moved (a writer flushed, a checkpoint was taken) but
+    /// there is no compaction work yet: L0 is below the trigger and the
+    /// queue is empty. An idle database is looked at again soon, so the
+    /// flush that reaches the trigger is seen within `probe_min`.
+    Moved,
+    /// There is compaction work: L0 reached the coordinator's trigger, or
+    /// a compaction is queued or running.
+    Activity,
+    /// The look failed: the store did not answer.
+    Failed,
+}
+
+/// The thresholds (`[database.idle]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdleSettings {
+    /// `false` runs the services all the time, as sleet 0.1.0 did.
+    pub enabled: bool,
+    /// The first look after a database goes idle, and after a failed look.
+    pub probe_min: Duration,
+    /// Looks at an idle database back off to this interval.
+    pub probe_max: Duration,
+    /// How long a busy database must stay quiet before its services stop.
+    pub sleep_after: Duration,
+}
+
+impl Default for IdleSettings {
+    fn default() -> Self {
+        IdleSettings {
+            enabled: true,
+            probe_min: Duration::from_secs(5),
+            probe_max: Duration::from_secs(15),
+            sleep_after: Duration::from_secs(120),
+        }
+    }
+}
+
+/// What to do after a look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    pub phase: Phase,
+    /// Whether the compaction services should be running now.
+    pub run_services: bool,
+    /// When to look again.
+    pub next_look: Duration,
+}
+
+/// The next phase after `look`, given the phase the database was in, how
+/// long it has been quiet (since the last look that saw activity), and the
+/// interval between the last two looks.
+///
+/// A failed look never changes whether services run: an idle database is
+/// looked at again soon, a busy one keeps its services (they see the same
+/// store and fail or recover on their own).
+pub fn decide(
+    phase: Phase,
+    look: Look,
+    quiet_for: Duration,
+    last_interval: Duration,
+    settings: &IdleSettings,
+) -> Decision {
+    let busy = Decision {
+        phase: Phase::Busy,
+        run_services: true,
+        next_look: settings.probe_min,
+    };
+    if !settings.enabled {
+        return busy;
+    }
+    match (phase, look) {
+        (Phase::Idle, Look::Activity) => Decision {
+            phase: Phase::Waking,
+            run_services: true,
+            next_look: settings.probe_min,
+        },
+        (Phase::Idle, Look::Quiet) => Decision {
+            phase: Phase::Idle,
+            run_services: false,
+            next_look: backed_off(last_interval, settings),
+        },
+        (Phase::Idle, Look::Failed | Look::Moved) => Decision {
+            phase: Phase::Idle,
+            run_services: false,
+            next_look: settings.probe_min,
+        },
+        (Phase::Waking, _) => busy,
+        (Phase::Busy, Look::Quiet) if quiet_for >= settings.sleep_after => Decision {
+            phase: Phase::Idle,
+            run_services: false,
+            next_look: settings.probe_min,
+        },
+        (Phase::Busy, _) => busy,
+    }
+}
+
+/// Twice the last interval, within `[probe_min, probe_max]`.
+fn backed_off(last: Duration, settings: &IdleSettings) -> Duration {
+    (last * 2).clamp(
+        settings.probe_min,
+        settings.probe_max.max(settings.probe_min),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PHASES: [Phase; 3] = [Phase::Idle, Phase::Waking, Phase::Busy];
+    const LOOKS: [Look; 4] = [Look::Quiet, Look::Moved, Look::Activity, Look::Failed];
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    /// Every phase, look, quiet time and interval around the thresholds.
+    fn every_case(
+        settings: &IdleSettings,
+        mut check: impl FnMut(Phase, Look, Duration, Duration, Decision),
+    ) {
+        let around = |d: Duration| {
+            [
+                Duration::ZERO,
+                d / 2,
+                d.saturating_sub(secs(1)),
+                d,
+                d + secs(1),
+                d * 10,
+            ]
+        };
+        for phase in PHASES {
+            for look in LOOKS {
+                for quiet in around(settings.sleep_after) {
+                    for last in around(settings.probe_max) {
+                        check(
+                            phase,
+                            look,
+                            quiet,
+                            last,
+                            decide(phase, look, quiet, last, settings),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn services_run_exactly_when_the_phase_says_busy_or_waking() {
+        every_case(&IdleSettings::default(), |_, _, _, _, d| {
+            assert_eq!(d.run_services, d.phase != Phase::Idle, "{d:?}");
+        });
+    }
+
+    #[test]
+    fn activity_always_runs_the_services() {
+        every_case(&IdleSettings::default(), |phase, look, _, _, d| {
+            if look == Look::Activity {
+                assert!(d.run_services, "{phase:?}: {d:?}");
+            }
+        });
+    }
+
+    #[test]
+    fn a_failed_or_moved_look_never_starts_or_stops_services() {
+        every_case(&IdleSettings::default(), |phase, look, _, _, d| {
+            if look == Look::Failed || look == Look::Moved {
+                let was_running = phase != Phase::Idle;
+                assert_eq!(d.run_services, was_running, "{phase:?}: {d:?}");
+            }
+        });
+    }
+
+    #[test]
+    fn only_a_quiet_look_after_sleep_after_stops_a_busy_database() {
+        let settings = IdleSettings::default();
+        every_case(&settings, |phase, look, quiet, _, d| {
+            let stops = phase != Phase::Idle && !d.run_services;
+            let may_stop =
+                phase == Phase::Busy && look == Look::Quiet && quiet >= settings.sleep_after;
+            assert_eq!(stops, may_stop, "{phase:?} {look:?} quiet {quiet:?}: {d:?}");
+        });
+    }
+
+    #[test]
+    fn waking_always_becomes_busy() {
+        every_case(&IdleSettings::default(), |phase, _, _, _, d| {
+            if phase == Phase::Waking {
+                assert_eq!(d.phase, Phase::Busy);
+            }
+        });
+    }
+
+    #[test]
+    fn looks_stay_within_the_probe_bounds_and_back_off_only_while_quiet() {
+        let settings = IdleSettings::default();
+        every_case(&settings, |phase, look, _, last, d| {
+            assert!(
+                d.next_look >= settings.probe_min && d.next_look <= settings.probe_max,
+                "{d:?}"
+            );
+            if d.phase != Phase::Idle || look != Look::Quiet || phase != Phase::Idle {
+                assert_eq!(d.next_look, settings.probe_min, "{phase:?} {look:?}: {d:?}");
+            } else {
+                assert!(
+                    d.next_look >= last.min(settings.probe_max),
+                    "{last:?}: {d:?}"
+                );
+            }
+        });
+    }
+
+    #[test]
+    fn an_idle_database_backs_off_to_the_probe_budget() {
+        let settings = IdleSettings::default();
+        let mut interval = settings.probe_min;
+        let mut looks = Vec::new();
+        for _ in 0..6 {
+            let d = decide(Phase::Idle, Look::Quiet, secs(3600), interval, &settings);
+            interval = d.next_look;
+            looks.push(interval.as_secs());
+        }
+        assert_eq!(looks, [10, 15, 15, 15, 15, 15]);
+        // One look every 15 s: 4 requests a minute, inside the budget of 5.
+        assert!(Duration::from_secs(60).as_secs() / interval.as_secs() <= 4);
+    }
+
+    #[test]
+    fn disabled_always_runs_the_services() {
+        let settings = IdleSettings {
+            enabled: false,
+            ..IdleSettings::default()
+        };
+        every_case(&settings, |_, _, _, _, d| {
+            assert_eq!(d.phase, Phase::Busy);
+            assert!(d.run_services);
+        });
+    }
+}
