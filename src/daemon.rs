@@ -283,10 +283,12 @@ fn task_spec(
         Service::CompactorCoordinator => Some(ServiceSpec::Coordinator(
             settings.coordinator.clone(),
             settings.outside_compactor,
+            settings.idle,
         )),
         Service::CompactionWorkers => Some(ServiceSpec::Workers(
             settings.workers.clone(),
             settings.outside_compactor,
+            settings.idle,
         )),
         Service::Mirror => {
             let name = assignment.target.as_deref()?;

@@ -25,6 +25,8 @@ use crate::config::{
     WorkerSettings,
 };
 use crate::database::{ADMIN_CALL_TIMEOUT, DatabaseError, DatabaseHandle};
+use crate::idle::watch::{VersionWatch, Watched};
+use crate::idle::{IdleSettings, run_while_busy};
 use crate::mirror::run::MirrorSpec;
 use crate::outside_compactor::claim::ClaimWatch;
 use crate::outside_compactor::records::EpochRecords;
@@ -108,8 +110,8 @@ impl ServiceError {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServiceSpec {
     Gc(GcSettings),
-    Coordinator(CoordinatorSettings, OutsideCompactorSettings),
-    Workers(WorkerSettings, OutsideCompactorSettings),
+    Coordinator(CoordinatorSettings, OutsideCompactorSettings, IdleSettings),
+    Workers(WorkerSettings, OutsideCompactorSettings, IdleSettings),
     Mirror(MirrorSpec),
 }
 
@@ -118,7 +120,7 @@ impl ServiceSpec {
     /// before it looks again (coordinator and workers only).
     pub fn outside_recheck(&self) -> Option<Duration> {
         match self {
-            ServiceSpec::Coordinator(_, outside) | ServiceSpec::Workers(_, outside) => {
+            ServiceSpec::Coordinator(_, outside, _) | ServiceSpec::Workers(_, outside, _) => {
                 Some(outside.recheck)
             }
             _ => None,
@@ -155,12 +157,38 @@ pub async fn run_service(
             let result = run_gc(db, options, recorder, token).await;
             result.map_err(|e| db.slatedb_error(e).into())
         }
-        ServiceSpec::Coordinator(c, outside) => {
+        ServiceSpec::Coordinator(c, outside, idle) if idle.enabled => {
+            started();
+            let trigger = c.min_compaction_sources as usize;
+            let mut watch = VersionWatch::new(db.clone(), Watched::Manifest { trigger });
+            run_while_busy(&mut watch, idle, &token, |child| {
+                let recorder = recorder.clone();
+                async move {
+                    let claim = db.may_compact(records, outside).await?;
+                    run_coordinator(db, c, claim, records, recorder, child).await
+                }
+            })
+            .await
+        }
+        ServiceSpec::Coordinator(c, outside, _) => {
             let claim = db.may_compact(records, outside).await?;
             started();
             run_coordinator(db, c, claim, records, recorder, token).await
         }
-        ServiceSpec::Workers(w, outside) => {
+        ServiceSpec::Workers(w, outside, idle) if idle.enabled => {
+            started();
+            // Workers have work once the coordinator queued a job.
+            let mut watch = VersionWatch::new(db.clone(), Watched::Compactions);
+            run_while_busy(&mut watch, idle, &token, |child| {
+                let recorder = recorder.clone();
+                async move {
+                    db.may_compact(records, outside).await?;
+                    run_workers(db, w, outside, records, recorder, child).await
+                }
+            })
+            .await
+        }
+        ServiceSpec::Workers(w, outside, _) => {
             db.may_compact(records, outside).await?;
             started();
             run_workers(db, w, outside, records, recorder, token).await

@@ -134,6 +134,74 @@ fn backed_off(last: Duration, settings: &IdleSettings) -> Duration {
     )
 }
 
+/// Runs `service` only while the database has work: looks at it through
+/// `watch` (every `probe_min` while busy, backing off to `probe_max`
+/// while idle), starts the service on activity and stops it, through the
+/// token it was given, once the database has been quiet for
+/// `sleep_after`. A service that ends by itself ends this too (the
+/// supervisor restarts it as before), as does `token`.
+pub async fn run_while_busy<E, F, Fut>(
+    watch: &mut watch::VersionWatch,
+    settings: &IdleSettings,
+    token: &tokio_util::sync::CancellationToken,
+    mut service: F,
+) -> Result<(), E>
+where
+    F: FnMut(tokio_util::sync::CancellationToken) -> Fut,
+    Fut: std::future::Future<Output = Result<(), E>>,
+{
+    let mut phase = Phase::Idle;
+    let mut interval = Duration::ZERO;
+    let mut last_active = tokio::time::Instant::now();
+    loop {
+        // Idle: look until there is work.
+        loop {
+            tokio::select! {
+                () = token.cancelled() => return Ok(()),
+                () = tokio::time::sleep(interval) => {}
+            }
+            let look = watch.look(false).await;
+            if matches!(look, Look::Moved | Look::Activity) {
+                last_active = tokio::time::Instant::now();
+            }
+            let decision = decide(phase, look, last_active.elapsed(), interval, settings);
+            phase = decision.phase;
+            interval = decision.next_look;
+            if decision.run_services {
+                break;
+            }
+        }
+        // Busy: run the service, looking every `probe_min` for quiet.
+        let child = token.child_token();
+        let run = service(child.clone());
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                result = &mut run => return result,
+                () = token.cancelled() => {
+                    child.cancel();
+                    return run.await;
+                }
+                () = tokio::time::sleep(settings.probe_min) => {
+                    let look = watch.look(true).await;
+                    if matches!(look, Look::Moved | Look::Activity) {
+                        last_active = tokio::time::Instant::now();
+                    }
+                    let decision =
+                        decide(phase, look, last_active.elapsed(), settings.probe_min, settings);
+                    phase = decision.phase;
+                    interval = decision.next_look;
+                    if !decision.run_services {
+                        child.cancel();
+                        run.await?;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -366,7 +366,11 @@ async fn a_fence_by_another_fleet_node_is_not_an_outside_compactor() {
     let url = format!("s3://{BUCKET}/{prefix}/data/db");
     db::seed(&url, 3).await;
     let settings = DatabaseConfig::default().resolve();
-    let spec = ServiceSpec::Coordinator(settings.coordinator.clone(), settings.outside_compactor);
+    let spec = ServiceSpec::Coordinator(
+        settings.coordinator.clone(),
+        settings.outside_compactor,
+        settings.idle,
+    );
     let handle = || {
         let (store, path) = test_store(&url);
         DatabaseHandle::from_parts(url.clone(), store, path)
