@@ -161,7 +161,8 @@ pub async fn run_service(
             started();
             let trigger = c.min_compaction_sources as usize;
             let mut watch = VersionWatch::new(db.clone(), Watched::Manifest { trigger });
-            run_while_busy(&mut watch, idle, &token, |child| {
+            let vet = || async { db.may_compact(records, outside).await.map(|_| ()) };
+            run_while_busy(&mut watch, idle, &token, vet, |child| {
                 let recorder = recorder.clone();
                 async move {
                     let claim = db.may_compact(records, outside).await?;
@@ -179,7 +180,8 @@ pub async fn run_service(
             started();
             // Workers have work once the coordinator queued a job.
             let mut watch = VersionWatch::new(db.clone(), Watched::Compactions);
-            run_while_busy(&mut watch, idle, &token, |child| {
+            let vet = || async { db.may_compact(records, outside).await.map(|_| ()) };
+            run_while_busy(&mut watch, idle, &token, vet, |child| {
                 let recorder = recorder.clone();
                 async move {
                     db.may_compact(records, outside).await?;

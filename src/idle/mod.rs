@@ -140,15 +140,23 @@ fn backed_off(last: Duration, settings: &IdleSettings) -> Duration {
 /// token it was given, once the database has been quiet for
 /// `sleep_after`. A service that ends by itself ends this too (the
 /// supervisor restarts it as before), as does `token`.
-pub async fn run_while_busy<E, F, Fut>(
+///
+/// `vet` runs whenever an idle look saw the database change, before the
+/// decision: its error ends this (the coordinator and workers look for a
+/// compactor outside the fleet there, which must stand them down even
+/// while they sleep; a change is the only time one can have appeared).
+pub async fn run_while_busy<E, F, Fut, V, VFut>(
     watch: &mut watch::VersionWatch,
     settings: &IdleSettings,
     token: &tokio_util::sync::CancellationToken,
+    mut vet: V,
     mut service: F,
 ) -> Result<(), E>
 where
     F: FnMut(tokio_util::sync::CancellationToken) -> Fut,
     Fut: std::future::Future<Output = Result<(), E>>,
+    V: FnMut() -> VFut,
+    VFut: std::future::Future<Output = Result<(), E>>,
 {
     let mut phase = Phase::Idle;
     let mut interval = Duration::ZERO;
@@ -163,6 +171,7 @@ where
             let look = watch.look(false).await;
             if matches!(look, Look::Moved | Look::Activity) {
                 last_active = tokio::time::Instant::now();
+                vet().await?;
             }
             let decision = decide(phase, look, last_active.elapsed(), interval, settings);
             phase = decision.phase;
