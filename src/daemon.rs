@@ -279,16 +279,21 @@ fn task_spec(
     view: &FleetView,
 ) -> Option<ServiceSpec> {
     match assignment.service {
-        Service::Gc => Some(ServiceSpec::Gc(settings.gc.clone())),
+        Service::Gc => Some(ServiceSpec::Gc(
+            settings.gc.clone(),
+            settings
+                .idle
+                .for_gc(settings.gc.linger(), settings.gc.shortest_min_age()),
+        )),
         Service::CompactorCoordinator => Some(ServiceSpec::Coordinator(
             settings.coordinator.clone(),
             settings.outside_compactor,
-            settings.idle,
+            settings.idle.for_coordinator(settings.gc.manifest.min_age),
         )),
         Service::CompactionWorkers => Some(ServiceSpec::Workers(
             settings.workers.clone(),
             settings.outside_compactor,
-            settings.idle,
+            settings.idle.for_workers(settings.gc.compactions.min_age),
         )),
         Service::Mirror => {
             let name = assignment.target.as_deref()?;
@@ -491,6 +496,9 @@ impl TaskBoard {
 struct RunningTask {
     spec: TaskSpec,
     token: CancellationToken,
+    /// The supervisor's task: a stopped one may still be finishing after
+    /// its replacement under the same key started.
+    id: tokio::task::Id,
 }
 
 struct Node {
@@ -754,7 +762,13 @@ impl Node {
                     e.id()
                 }
             };
-            if let Some(key) = self.task_keys.remove(&id) {
+            // Only the supervisor that is still the key's: a replaced one
+            // exiting must not orphan its replacement (which the next
+            // reconcile would then start a second time, and shutdown
+            // would never cancel).
+            if let Some(key) = self.task_keys.remove(&id)
+                && self.running.get(&key).is_some_and(|task| task.id == id)
+            {
                 self.running.remove(&key);
             }
         }
@@ -800,8 +814,9 @@ impl Node {
             fenced_wait: self.settings().heartbeat_interval,
         };
         let handle = self.tasks.spawn(supervisor.run(token.clone()));
-        self.task_keys.insert(handle.id(), key.clone());
-        self.running.insert(key, RunningTask { spec, token });
+        let id = handle.id();
+        self.task_keys.insert(id, key.clone());
+        self.running.insert(key, RunningTask { spec, token, id });
     }
 
     async fn shut_down(mut self) {

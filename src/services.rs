@@ -26,7 +26,7 @@ use crate::config::{
 };
 use crate::database::{ADMIN_CALL_TIMEOUT, DatabaseError, DatabaseHandle};
 use crate::idle::watch::{VersionWatch, Watched};
-use crate::idle::{IdleSettings, run_while_busy};
+use crate::idle::{ServiceIdle, run_while_busy};
 use crate::mirror::run::MirrorSpec;
 use crate::outside_compactor::claim::ClaimWatch;
 use crate::outside_compactor::records::EpochRecords;
@@ -109,9 +109,9 @@ impl ServiceError {
 /// restart its compactor.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServiceSpec {
-    Gc(GcSettings),
-    Coordinator(CoordinatorSettings, OutsideCompactorSettings, IdleSettings),
-    Workers(WorkerSettings, OutsideCompactorSettings, IdleSettings),
+    Gc(GcSettings, ServiceIdle),
+    Coordinator(CoordinatorSettings, OutsideCompactorSettings, ServiceIdle),
+    Workers(WorkerSettings, OutsideCompactorSettings, ServiceIdle),
     Mirror(MirrorSpec),
 }
 
@@ -129,7 +129,7 @@ impl ServiceSpec {
 
     pub fn service(&self) -> Service {
         match self {
-            ServiceSpec::Gc(_) => Service::Gc,
+            ServiceSpec::Gc(..) => Service::Gc,
             ServiceSpec::Coordinator(..) => Service::CompactorCoordinator,
             ServiceSpec::Workers(..) => Service::CompactionWorkers,
             ServiceSpec::Mirror(_) => Service::Mirror,
@@ -151,18 +151,33 @@ pub async fn run_service(
 ) -> Result<(), ServiceError> {
     db.check_servable().await?;
     match spec {
-        ServiceSpec::Gc(gc) => {
+        ServiceSpec::Gc(gc, idle) if idle.settings.enabled => {
+            started();
+            let options = gc_options(gc, db.supports_conditional_update());
+            let mut watch = VersionWatch::new(db.clone(), Watched::Changes, idle.list_always);
+            let vet = || async { Ok(()) };
+            run_while_busy(&mut watch, &idle.settings, &token, vet, |child| {
+                let (options, recorder) = (options.clone(), recorder.clone());
+                async move {
+                    let result = run_gc(db, options, recorder, child).await;
+                    result.map_err(|e| db.slatedb_error(e).into())
+                }
+            })
+            .await
+        }
+        ServiceSpec::Gc(gc, _) => {
             started();
             let options = gc_options(gc, db.supports_conditional_update());
             let result = run_gc(db, options, recorder, token).await;
             result.map_err(|e| db.slatedb_error(e).into())
         }
-        ServiceSpec::Coordinator(c, outside, idle) if idle.enabled => {
+        ServiceSpec::Coordinator(c, outside, idle) if idle.settings.enabled => {
             started();
             let trigger = c.min_compaction_sources as usize;
-            let mut watch = VersionWatch::new(db.clone(), Watched::Manifest { trigger });
+            let watched = Watched::Manifest { trigger };
+            let mut watch = VersionWatch::new(db.clone(), watched, idle.list_always);
             let vet = || async { db.may_compact(records, outside).await.map(|_| ()) };
-            run_while_busy(&mut watch, idle, &token, vet, |child| {
+            run_while_busy(&mut watch, &idle.settings, &token, vet, |child| {
                 let recorder = recorder.clone();
                 async move {
                     let claim = db.may_compact(records, outside).await?;
@@ -176,12 +191,12 @@ pub async fn run_service(
             started();
             run_coordinator(db, c, claim, records, recorder, token).await
         }
-        ServiceSpec::Workers(w, outside, idle) if idle.enabled => {
+        ServiceSpec::Workers(w, outside, idle) if idle.settings.enabled => {
             started();
             // Workers have work once the coordinator queued a job.
-            let mut watch = VersionWatch::new(db.clone(), Watched::Compactions);
+            let mut watch = VersionWatch::new(db.clone(), Watched::Compactions, idle.list_always);
             let vet = || async { db.may_compact(records, outside).await.map(|_| ()) };
-            run_while_busy(&mut watch, idle, &token, vet, |child| {
+            run_while_busy(&mut watch, &idle.settings, &token, vet, |child| {
                 let recorder = recorder.clone();
                 async move {
                     db.may_compact(records, outside).await?;

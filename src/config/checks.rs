@@ -201,6 +201,8 @@ impl<'a> Checker<'a> {
         self.positive("idle.probe_min", idle.probe_min);
         self.positive("idle.probe_max", idle.probe_max);
         self.positive("idle.sleep_after", idle.sleep_after);
+        self.positive("idle.workers_probe", idle.workers_probe);
+        self.positive("idle.gc_probe", idle.gc_probe);
         if let (Some(min), Some(max)) = (idle.probe_min, idle.probe_max)
             && min.0 > max.0
         {

@@ -225,8 +225,8 @@ pub struct IdleOverrides {
     /// failed look. Default `5s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_min: Option<HumanDuration>,
-    /// Looks at an idle database back off to this interval (one request
-    /// each). Default `15s`.
+    /// The coordinator's looks at an idle database back off to this
+    /// interval (one HEAD each). Default `20s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_max: Option<HumanDuration>,
     /// How long a busy database must stay quiet (no new manifest, no
@@ -234,6 +234,14 @@ pub struct IdleOverrides {
     /// `2m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sleep_after: Option<HumanDuration>,
+    /// The workers' looks back off to this interval: the longest a job
+    /// queued on an idle database waits for them. Default `1m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers_probe: Option<HumanDuration>,
+    /// GC's looks back off to this interval, or half the shortest GC
+    /// `min_age` if that is shorter. Default `2m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gc_probe: Option<HumanDuration>,
 }
 
 /// `[compaction-workers]`: SlateDB's standalone workers, plus how many

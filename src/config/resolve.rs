@@ -71,6 +71,37 @@ pub struct GcSettings {
 }
 
 impl GcSettings {
+    /// The directories GC deletes from (a dry run deletes nothing).
+    fn deleting_directories(&self) -> impl Iterator<Item = &GcDirectory> {
+        [
+            &self.manifest,
+            &self.wal,
+            &self.wal_fence,
+            &self.compacted,
+            &self.compactions,
+        ]
+        .into_iter()
+        .filter(|d| d.enabled && !d.dry_run)
+    }
+
+    /// How long after a database's last change GC may still have garbage
+    /// of it to collect: the longest `min_age` plus that directory's
+    /// interval.
+    pub fn linger(&self) -> Duration {
+        self.deleting_directories()
+            .map(|d| d.min_age + d.interval)
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// The shortest `min_age` of a collected directory.
+    pub fn shortest_min_age(&self) -> Duration {
+        self.deleting_directories()
+            .map(|d| d.min_age)
+            .min()
+            .unwrap_or(Duration::MAX)
+    }
+
     /// Whether SlateDB's GC boundary files are on: `boundary_files` when
     /// set, else whether the database's store can update objects in place.
     pub fn boundary_files_for(&self, store_updates_in_place: bool) -> bool {
@@ -328,7 +359,7 @@ impl OutsideCompactorOverrides {
 
 impl IdleOverrides {
     fn overlay(&mut self, upper: &Self) {
-        overlay_fields!(self, upper; enabled, probe_min, probe_max, sleep_after);
+        overlay_fields!(self, upper; enabled, probe_min, probe_max, sleep_after, workers_probe, gc_probe);
     }
 
     fn resolve(&self) -> crate::idle::IdleSettings {
@@ -338,6 +369,8 @@ impl IdleOverrides {
             probe_min: duration_or(self.probe_min, defaults.probe_min),
             probe_max: duration_or(self.probe_max, defaults.probe_max),
             sleep_after: duration_or(self.sleep_after, defaults.sleep_after),
+            workers_probe: duration_or(self.workers_probe, defaults.workers_probe),
+            gc_probe: duration_or(self.gc_probe, defaults.gc_probe),
         }
     }
 }

@@ -55,15 +55,76 @@ pub struct IdleSettings {
     pub probe_max: Duration,
     /// How long a busy database must stay quiet before its services stop.
     pub sleep_after: Duration,
+    /// Looks of idle workers back off to this interval: a queued job waits
+    /// at most this long for them.
+    pub workers_probe: Duration,
+    /// Looks of an idle GC back off to this interval (capped at half the
+    /// shortest `min_age`, so garbage is still collected in time).
+    pub gc_probe: Duration,
 }
 
 impl Default for IdleSettings {
+    /// One idle database: the coordinator's look every 20 s (3 a minute),
+    /// the workers' every minute and GC's every 2 minutes, with a LIST in
+    /// place of every [`watch::LIST_EVERY`]th look: under 5 requests a minute.
     fn default() -> Self {
         IdleSettings {
             enabled: true,
             probe_min: Duration::from_secs(5),
-            probe_max: Duration::from_secs(15),
+            probe_max: Duration::from_secs(20),
             sleep_after: Duration::from_secs(120),
+            workers_probe: Duration::from_secs(60),
+            gc_probe: Duration::from_secs(120),
+        }
+    }
+}
+
+/// How one service of a database idles: the decision thresholds (with the
+/// service's own `probe_max` and `sleep_after`), and whether every look
+/// must LIST because garbage collection may delete a version the HEAD of
+/// the next one would miss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServiceIdle {
+    pub settings: IdleSettings,
+    pub list_always: bool,
+}
+
+impl IdleSettings {
+    /// The coordinator watches `manifest/`, collected after `manifest_min_age`.
+    pub fn for_coordinator(&self, manifest_min_age: Duration) -> ServiceIdle {
+        self.service(self.probe_max, self.sleep_after, manifest_min_age)
+    }
+
+    /// Workers watch `.compactions`, collected after `compactions_min_age`.
+    pub fn for_workers(&self, compactions_min_age: Duration) -> ServiceIdle {
+        self.service(self.workers_probe, self.sleep_after, compactions_min_age)
+    }
+
+    /// GC watches `manifest/`; it keeps running for `linger` after the last
+    /// change it saw (the longest `min_age` plus its interval: by then
+    /// everything the change made garbage was collected), and looks at
+    /// least twice per shortest `min_age`.
+    pub fn for_gc(&self, linger: Duration, shortest_min_age: Duration) -> ServiceIdle {
+        let probe = self.gc_probe.min(shortest_min_age / 2);
+        self.service(probe, linger.max(self.sleep_after), shortest_min_age)
+    }
+
+    fn service(
+        &self,
+        probe_max: Duration,
+        sleep_after: Duration,
+        min_age: Duration,
+    ) -> ServiceIdle {
+        let probe_max = probe_max.max(self.probe_min);
+        ServiceIdle {
+            settings: IdleSettings {
+                probe_max,
+                sleep_after,
+                ..*self
+            },
+            // A version written and collected between two looks leaves
+            // nothing for the HEAD of the next id to find.
+            list_always: min_age < probe_max * 2,
         }
     }
 }
@@ -164,9 +225,10 @@ where
     loop {
         // Idle: look until there is work.
         loop {
+            let wait = watch.due_in().map_or(interval, |due| due.min(interval));
             tokio::select! {
                 () = token.cancelled() => return Ok(()),
-                () = tokio::time::sleep(interval) => {}
+                () = tokio::time::sleep(wait) => {}
             }
             let look = watch.look(false).await;
             if matches!(look, Look::Moved | Look::Activity) {
@@ -174,6 +236,9 @@ where
                 vet().await?;
             }
             let decision = decide(phase, look, last_active.elapsed(), interval, settings);
+            if decision.phase != phase {
+                tracing::debug!(?look, from = ?phase, to = ?decision.phase, "idle watch");
+            }
             phase = decision.phase;
             interval = decision.next_look;
             if decision.run_services {
@@ -193,11 +258,15 @@ where
                 }
                 () = tokio::time::sleep(settings.probe_min) => {
                     let look = watch.look(true).await;
+                    tracing::trace!(?look, "busy look");
                     if matches!(look, Look::Moved | Look::Activity) {
                         last_active = tokio::time::Instant::now();
                     }
                     let decision =
                         decide(phase, look, last_active.elapsed(), settings.probe_min, settings);
+                    if decision.phase != phase {
+                        tracing::debug!(?look, from = ?phase, to = ?decision.phase, "idle watch");
+                    }
                     phase = decision.phase;
                     interval = decision.next_look;
                     if !decision.run_services {
@@ -329,9 +398,43 @@ mod tests {
             interval = d.next_look;
             looks.push(interval.as_secs());
         }
-        assert_eq!(looks, [10, 15, 15, 15, 15, 15]);
-        // One look every 15 s: 4 requests a minute, inside the budget of 5.
-        assert!(Duration::from_secs(60).as_secs() / interval.as_secs() <= 4);
+        assert_eq!(looks, [10, 20, 20, 20, 20, 20]);
+    }
+
+    /// Default settings and `min_age`s: every look of an idle database by
+    /// all three services, LISTs included, stays within 5 a minute.
+    #[test]
+    fn an_idle_database_stays_within_five_requests_a_minute() {
+        let settings = IdleSettings::default();
+        let min_age = Duration::from_secs(300);
+        let services = [
+            settings.for_coordinator(min_age),
+            settings.for_workers(min_age),
+            settings.for_gc(Duration::from_secs(360), min_age),
+        ];
+        let per_minute: f64 = services
+            .iter()
+            .map(|s| {
+                assert!(!s.list_always, "{s:?}");
+                60.0 / s.settings.probe_max.as_secs_f64()
+            })
+            .sum();
+        assert!(per_minute <= 4.5, "{per_minute} looks a minute");
+    }
+
+    #[test]
+    fn a_short_min_age_makes_every_look_list_and_gc_look_more_often() {
+        let settings = IdleSettings::default();
+        let short = Duration::from_secs(10);
+        assert!(settings.for_coordinator(short).list_always);
+        assert!(settings.for_workers(short).list_always);
+        let gc = settings.for_gc(Duration::from_secs(20), short);
+        assert_eq!(gc.settings.probe_max, Duration::from_secs(5));
+        assert!(
+            !settings
+                .for_coordinator(Duration::from_secs(60))
+                .list_always
+        );
     }
 
     #[test]

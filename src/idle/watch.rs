@@ -1,28 +1,43 @@
 //! Looks at one database, cheaply while nothing changes: a HEAD of the
 //! version after the newest one seen (one request, a 404 while the
-//! database is idle) of the manifest (the coordinator's signal: a writer
-//! flushed) or of `.compactions` (the workers' signal: a job was queued);
-//! only when it exists, a LIST from there and a read of what changed.
+//! database is idle) of the manifest (a writer flushed, a compaction
+//! committed, a checkpoint was taken) or of `.compactions` (a job was
+//! queued); only when it exists, a LIST from there and a read of what
+//! changed.
+//!
+//! A version written and garbage-collected between two looks leaves no
+//! next id for the HEAD to find (the database's own writer may run GC
+//! with any `min_age`), so every [`LIST_EVERY`]th look LISTs from the
+//! newest version seen instead, and every look does when the fleet's own
+//! GC could collect a version within two looks.
 
+use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
 
 use super::Look;
 use crate::database::DatabaseHandle;
 
-/// Which versioned file a watch follows.
+/// Every this many looks, a LIST replaces the HEAD.
+pub const LIST_EVERY: u64 = 20;
+
+/// Which versioned file a watch follows, and what counts as work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Watched {
-    /// `manifest/`: work once L0 holds `trigger` SSTs or a job is queued.
+    /// `manifest/` for the coordinator: work once L0 holds `trigger` SSTs
+    /// or a job is queued or running.
     Manifest { trigger: usize },
-    /// `compactions/`: work once a job is queued or running.
+    /// `compactions/` for workers: work once a job is queued or running.
     Compactions,
+    /// `manifest/` for GC: every change is work (it makes garbage), and so
+    /// is the expiry of a checkpoint (it frees what the checkpoint held).
+    Changes,
 }
 
 impl Watched {
     fn dir(self) -> &'static str {
         match self {
-            Watched::Manifest { .. } => "manifest",
+            Watched::Manifest { .. } | Watched::Changes => "manifest",
             Watched::Compactions => "compactions",
         }
     }
@@ -36,51 +51,119 @@ impl Watched {
 pub struct VersionWatch {
     db: DatabaseHandle,
     watched: Watched,
+    list_always: bool,
     /// The newest version id seen; `None` before the first look.
     seen: Option<u64>,
+    looks: u64,
+    /// The next checkpoint expiry in the newest manifest read (GC only).
+    next_expiry: Option<DateTime<Utc>>,
 }
 
 impl VersionWatch {
-    pub fn new(db: DatabaseHandle, watched: Watched) -> Self {
+    pub fn new(db: DatabaseHandle, watched: Watched, list_always: bool) -> Self {
         VersionWatch {
             db,
             watched,
+            list_always,
             seen: None,
+            looks: 0,
+            next_expiry: None,
         }
+    }
+
+    /// How long until a look is due whatever the interval: a checkpoint
+    /// expires (GC only).
+    pub fn due_in(&self) -> Option<std::time::Duration> {
+        let at = self.next_expiry?;
+        Some((at - Utc::now()).to_std().unwrap_or_default())
     }
 
     /// What the database shows now. While `busy`, a queued or running
     /// compaction counts as activity even when nothing moved (a long job
     /// commits only at its end).
     pub async fn look(&mut self, busy: bool) -> Look {
-        let moved = match self.seen {
-            Some(seen) => match self.exists(seen + 1).await {
-                Ok(false) if !busy => return Look::Quiet,
-                Ok(moved) => moved,
-                Err(_) => return Look::Failed,
-            },
-            None => true,
+        let moved = match self.moved().await {
+            Ok(moved) => moved,
+            Err(e) => {
+                tracing::debug!(watched = ?self.watched, "idle look failed: {e}");
+                return Look::Failed;
+            }
         };
-        if moved {
-            match self.newest().await {
-                // An empty directory (no coordinator ever ran): the next
-                // look asks for the first version.
-                Ok(newest) => self.seen = Some(newest.or(self.seen).unwrap_or(0)),
-                Err(_) => return Look::Failed,
+        match self.watched {
+            Watched::Changes => self.look_for_gc(moved).await,
+            Watched::Manifest { trigger } => {
+                if !moved && !busy {
+                    return Look::Quiet;
+                }
+                if moved {
+                    match self.db.admin().read_manifest(None).await {
+                        Ok(Some(latest)) if latest.l0().len() >= trigger => {
+                            return Look::Activity;
+                        }
+                        Ok(_) => {}
+                        Err(_) => return Look::Failed,
+                    }
+                }
+                self.look_at_queue(moved).await
+            }
+            Watched::Compactions if !moved && !busy => Look::Quiet,
+            Watched::Compactions => self.look_at_queue(moved).await,
+        }
+    }
+
+    /// GC has work after a change, and once a checkpoint has expired.
+    async fn look_for_gc(&mut self, moved: bool) -> Look {
+        let expired = self.next_expiry.is_some_and(|at| at <= Utc::now());
+        if !moved && !expired {
+            return Look::Quiet;
+        }
+        match self.db.admin().read_manifest(None).await {
+            Ok(latest) => {
+                let now = Utc::now();
+                self.next_expiry = latest
+                    .iter()
+                    .flat_map(|m| m.checkpoints())
+                    .filter_map(|c| c.expire_time)
+                    .filter(|at| *at > now)
+                    .min();
+                Look::Activity
+            }
+            Err(e) => {
+                tracing::debug!("idle look failed to read the manifest: {e}");
+                Look::Failed
             }
         }
-        if moved && let Watched::Manifest { trigger } = self.watched {
-            match self.db.admin().read_manifest(None).await {
-                Ok(Some(latest)) if latest.l0().len() >= trigger => return Look::Activity,
-                Ok(_) => {}
-                Err(_) => return Look::Failed,
-            }
-        }
+    }
+
+    async fn look_at_queue(&self, moved: bool) -> Look {
         match self.db.queue_depth().await {
             Ok(queue) if queue.claimable + queue.running > 0 => Look::Activity,
             Ok(_) if moved => Look::Moved,
             Ok(_) => Look::Quiet,
             Err(_) => Look::Failed,
+        }
+    }
+
+    /// Whether a version newer than the last one seen exists, following
+    /// it. The first look always counts as a move.
+    async fn moved(&mut self) -> Result<bool, object_store::Error> {
+        self.looks += 1;
+        let Some(seen) = self.seen else {
+            // An empty directory (no coordinator ever ran): the next look
+            // asks for the first version.
+            self.seen = Some(self.newest_after(None).await?.unwrap_or(0));
+            return Ok(true);
+        };
+        let list = self.list_always || self.looks.is_multiple_of(LIST_EVERY);
+        if !list && !self.exists(seen + 1).await? {
+            return Ok(false);
+        }
+        match self.newest_after(Some(seen)).await? {
+            Some(newest) if newest > seen => {
+                self.seen = Some(newest);
+                Ok(true)
+            }
+            _ => Ok(false),
         }
     }
 
@@ -94,11 +177,11 @@ impl VersionWatch {
         }
     }
 
-    /// The newest version id, listed from the last one seen on.
-    async fn newest(&self) -> Result<Option<u64>, object_store::Error> {
+    /// The newest version id after `seen` (all of them for `None`): one LIST.
+    async fn newest_after(&self, seen: Option<u64>) -> Result<Option<u64>, object_store::Error> {
         let root = self.db.root();
         let dir = root.path(self.watched.dir());
-        let listed: Vec<_> = match self.seen {
+        let listed: Vec<_> = match seen {
             Some(seen) => {
                 let after = root.path(&self.watched.file(seen));
                 self.db

@@ -15,7 +15,7 @@ use sleet::database::DatabaseHandle;
 use sleet::heartbeat::HeartbeatBody;
 use sleet::placement::PlacementKey;
 use sleet::root::FleetRoot;
-use sleet::testing::{Faults, FaultyStore};
+use sleet::testing::{CountingStore, Faults, FaultyStore};
 use sleet::{CancellationToken, Fleet, NodeOptions, Service, StatusOptions, StatusResponse};
 use tokio::task::JoinHandle;
 
@@ -119,6 +119,8 @@ pub struct Cluster {
     /// The fleet as nodes see it (through injected faults, if any).
     node_fleet: Fleet,
     faults: Option<Arc<Faults>>,
+    /// Counts every request nodes send to the databases (S3 clusters).
+    counting: Option<Arc<CountingStore>>,
     nodes: BTreeMap<String, RunningNode>,
 }
 
@@ -147,6 +149,7 @@ impl Cluster {
             node_fleet: fleet.clone(),
             fleet,
             faults: None,
+            counting: None,
             nodes: BTreeMap::new(),
         }
     }
@@ -173,6 +176,7 @@ impl Cluster {
             node_fleet: fleet.clone(),
             fleet,
             faults: None,
+            counting: None,
             nodes: BTreeMap::new(),
         }
     }
@@ -191,6 +195,14 @@ impl Cluster {
         self
     }
 
+    /// Nodes spawned from now on reach every database through one store
+    /// that counts their requests (an S3 cluster's databases share a bucket).
+    pub fn with_counting(mut self, endpoint: &str) -> (Cluster, Arc<CountingStore>) {
+        let counting = Arc::new(CountingStore::new(s3_store(endpoint)));
+        self.counting = Some(counting.clone());
+        (self, counting)
+    }
+
     /// The root's directory; only `file://` clusters have one.
     pub fn root(&self) -> &FileRoot {
         self.files.as_ref().expect("a file:// cluster")
@@ -204,8 +216,13 @@ impl Cluster {
     /// through the cluster's faults if it has them.
     fn opener(&self) -> DatabaseOpener {
         let faults = self.faults.clone();
+        let counting = self.counting.clone();
         Arc::new(move |url: &str| {
             let (store, path) = test_store(url);
+            let store: Arc<dyn ObjectStore> = match &counting {
+                Some(counting) => counting.clone(),
+                None => store,
+            };
             let store: Arc<dyn ObjectStore> = match &faults {
                 Some(faults) => Arc::new(FaultyStore::new(store, faults.clone())),
                 None => store,

@@ -79,6 +79,11 @@ pub async fn shape(url: &str) -> (usize, usize) {
     (manifest.l0().len(), manifest.compacted().len())
 }
 
+/// The latest manifest's compactor epoch.
+pub async fn compactor_epoch(url: &str) -> u64 {
+    latest_manifest(url).await.compactor_epoch()
+}
+
 /// The latest manifest's `next_wal_sst_id`.
 pub async fn next_wal_sst_id(url: &str) -> u64 {
     latest_manifest(url).await.next_wal_sst_id()

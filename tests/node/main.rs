@@ -7,6 +7,7 @@ mod cluster;
 #[path = "../core/common.rs"]
 mod common;
 mod db;
+mod idle;
 mod manifests;
 mod min_age;
 mod observability;

@@ -369,7 +369,7 @@ async fn a_fence_by_another_fleet_node_is_not_an_outside_compactor() {
     let spec = ServiceSpec::Coordinator(
         settings.coordinator.clone(),
         settings.outside_compactor,
-        settings.idle,
+        settings.idle.for_coordinator(settings.gc.manifest.min_age),
     );
     let handle = || {
         let (store, path) = test_store(&url);

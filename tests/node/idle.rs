@@ -1,0 +1,202 @@
+//! Idle databases cost almost nothing, and wake when written: a node over
+//! idle databases on the S3 server, every request it sends to them
+//! counted. Cadences run 20 times faster than the defaults (a 3 s
+//! "minute"), so the budget is 5 requests per database per 3 s.
+
+use std::time::{Duration, Instant};
+
+use object_store::ObjectStoreExt;
+use sleet::testing::{CountingStore, Op};
+
+use crate::cluster::{Cluster, poll_until};
+use crate::common::endpoint;
+use crate::db;
+
+/// How much faster than the defaults this fleet runs.
+const SPEEDUP: u32 = 20;
+/// The goal: requests per idle database per (scaled) minute.
+const BUDGET_PER_MINUTE: f64 = 5.0;
+const DATABASES: usize = 4;
+
+/// The defaults divided by [`SPEEDUP`]: GC every 3 s with a 15 s
+/// `min_age`, the coordinator and workers polling every 250 ms and its
+/// checkpoints living 45 s, idle looks
+/// from 250 ms backing off to 1 s (workers 3 s, GC 6 s).
+fn fleet_toml(idle_enabled: bool) -> String {
+    let mut toml = String::from(
+        r#"
+[node]
+heartbeat_interval = "500ms"
+heartbeat_timeout = "3s"
+config_poll = "500ms"
+
+[database.compactor-coordinator]
+poll_interval = "250ms"
+commit_compacted_interval = "250ms"
+checkpoint_lifetime = "45s"
+[database.compactor-coordinator.scheduler]
+min_compaction_sources = 2
+
+[database.compaction-workers]
+compactions_poll_interval = "250ms"
+heartbeat_interval = "500ms"
+min_filter_keys = 0
+"#,
+    );
+    for dir in ["manifest", "wal", "compacted", "compactions"] {
+        toml.push_str(&format!(
+            "\n[database.gc.{dir}]\ninterval = \"3s\"\nmin_age = \"15s\"\n"
+        ));
+    }
+    toml.push_str(&format!(
+        r#"
+[database.idle]
+enabled = {idle_enabled}
+probe_min = "250ms"
+probe_max = "1s"
+sleep_after = "6s"
+workers_probe = "3s"
+gc_probe = "6s"
+"#
+    ));
+    toml
+}
+
+fn scaled_minute() -> Duration {
+    Duration::from_secs(60) / SPEEDUP
+}
+
+/// Requests per database per scaled minute over `window`, with the count
+/// by kind for the message.
+async fn rate(counting: &CountingStore, window: Duration, databases: usize) -> (f64, String) {
+    let before = total(counting);
+    let kinds_before = counting.by_kind();
+    tokio::time::sleep(window).await;
+    let during = total(counting) - before;
+    let kinds: Vec<String> = counting
+        .by_kind()
+        .into_iter()
+        .filter_map(|(kind, n)| {
+            let d = n - kinds_before.get(&kind).copied().unwrap_or(0);
+            (d > 0).then(|| format!("{kind} {d}"))
+        })
+        .collect();
+    let minutes = window.as_secs_f64() / scaled_minute().as_secs_f64();
+    (during as f64 / minutes / databases as f64, kinds.join(", "))
+}
+
+/// Each database's compactor epoch.
+async fn compactor_epochs(urls: &[String]) -> Vec<u64> {
+    let mut epochs = Vec::new();
+    for url in urls {
+        epochs.push(db::compactor_epoch(url).await);
+    }
+    epochs
+}
+
+fn total(counting: &CountingStore) -> u64 {
+    [Op::Get, Op::Head, Op::Put, Op::List, Op::Delete, Op::Copy]
+        .iter()
+        .map(|op| counting.count(*op))
+        .sum()
+}
+
+/// Idle databases stay within the budget; one that is written wakes, is
+/// compacted and collected, and drops back to the budget; with idling
+/// off (sleet 0.1.0's behaviour) the same count fails the budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn idle_databases_cost_at_most_five_requests_a_minute_and_wake_when_written() {
+    let Some(endpoint) = endpoint() else { return };
+    let _alone = crate::HEAVY.lock().await;
+    let cluster = Cluster::on_s3(&fleet_toml(true), &endpoint).await;
+    let (mut cluster, counting) = cluster.with_counting(&endpoint);
+    let urls: Vec<String> = (0..DATABASES)
+        .map(|i| cluster.db_url(&format!("idle{i}")))
+        .collect();
+    for url in &urls {
+        // One L0 SST: below the trigger, nothing to compact.
+        db::seed(url, 1).await;
+        cluster.fleet.register(url).await.unwrap();
+    }
+    cluster.spawn("i1");
+
+    // GC sweeps each database it starts on, then lingers a `min_age` and
+    // an interval; after that everything is idle.
+    let minute = scaled_minute();
+    tokio::time::sleep(minute * 10).await;
+    let (idle, kinds) = rate(&counting, minute * 5, DATABASES).await;
+    eprintln!("idle: {idle:.1} requests per database-minute ({kinds})");
+    assert!(
+        idle <= BUDGET_PER_MINUTE,
+        "{idle:.1} requests per idle database-minute: {kinds}"
+    );
+
+    // Written: L0 reaches the trigger, the coordinator wakes and the
+    // workers compact; GC collects the SSTs compaction superseded.
+    let woken = &urls[0];
+    let initial = db::objects(woken, "compacted").await;
+    let writer = db::open_writer(woken).await;
+    db::write_rounds(&writer, 1..4).await;
+    writer.close().await.unwrap();
+    let written = Instant::now();
+    poll_until(
+        Duration::from_secs(60),
+        "the woken database to compact",
+        || async {
+            let (l0, runs) = db::shape(woken).await;
+            (runs > 0 && l0 < 2).then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "idle: compacted {:.1} s after the writes",
+        written.elapsed().as_secs_f64()
+    );
+    poll_until(
+        Duration::from_secs(90),
+        "GC of the superseded SSTs",
+        || async {
+            let now = db::objects(woken, "compacted").await;
+            (initial.difference(&now).count() > 0).then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "idle: collected {:.1} s after the writes",
+        written.elapsed().as_secs_f64()
+    );
+
+    // Quiet again: back to the budget once the coordinator's last
+    // checkpoint has expired (45 s), GC has removed it and lingered.
+    tokio::time::sleep((written + minute * 24).saturating_duration_since(Instant::now())).await;
+    let (again, kinds) = rate(&counting, minute * 5, DATABASES).await;
+    eprintln!("idle again: {again:.1} requests per database-minute ({kinds})");
+    assert!(
+        again <= BUDGET_PER_MINUTE,
+        "{again:.1} requests per database-minute after waking: {kinds}"
+    );
+
+    // The control: idling off, the same count fails the budget.
+    let root = cluster.fleet.root();
+    root.store()
+        .put(&root.path("sleet.toml"), fleet_toml(false).into())
+        .await
+        .unwrap();
+    tokio::time::sleep(minute * 2).await;
+    let epochs = compactor_epochs(&urls).await;
+    let (always, kinds) = rate(&counting, minute * 3, DATABASES).await;
+    eprintln!("idling off: {always:.1} requests per database-minute ({kinds})");
+    assert!(
+        always > BUDGET_PER_MINUTE * 4.0,
+        "with idling off the services poll: {always:.1} ({kinds})"
+    );
+    // One coordinator per database after the restart: a stopped task that
+    // finished after its replacement started once orphaned it, and two
+    // coordinators fenced each other in turn.
+    assert_eq!(
+        compactor_epochs(&urls).await,
+        epochs,
+        "the compactor epochs kept rising after the restart"
+    );
+    cluster.stop("i1").await;
+}
