@@ -1,9 +1,8 @@
 //! Fleet benchmarks: placement cost and the idle request cost of a node.
 //!
 //! `cargo bench --bench fleet` runs both; `cargo bench --bench fleet --
-//! placement` or `-- idle` runs one. `SLEET_BENCH_IDLE_SECS` sets the idle
-//! measurement window (default 120 s, after a 20 s warm-up). Figures go to
-//! stdout; docs/performance.md records a run.
+//! placement` or `-- idle` runs one (see [`idle_bench`] for its knobs).
+//! Figures go to stdout; docs/performance.md records a run.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -69,7 +68,7 @@ fn resident_mib() -> f64 {
 /// metrics-off`, then `-- metrics-on`.
 async fn metrics_bench(listen: bool) {
     let window_secs = idle_window_secs();
-    let idle = IdleFleet::seed().await;
+    let idle = IdleFleet::seed(IDLE_DATABASES).await;
     let fleet = idle.fleet.clone();
     let metrics = Arc::new(sleet::metrics::Metrics::default());
     let probes = Arc::new(sleet::probes::NodeProbes::default());
@@ -239,50 +238,83 @@ fn window(before: [u64; 6], after: [u64; 6], minutes: f64) -> String {
     format!("{:.1}/min ({})", total as f64 / minutes, parts.join(" "))
 }
 
-/// Databases the idle benchmarks register.
+/// Databases the metrics benchmarks register.
 const IDLE_DATABASES: usize = 100;
 
 /// The measurement window: `SLEET_BENCH_IDLE_SECS`, default 120 s.
 fn idle_window_secs() -> u64 {
-    std::env::var("SLEET_BENCH_IDLE_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(120)
+    env_number("SLEET_BENCH_IDLE_SECS").unwrap_or(120)
 }
 
-/// A `file://` fleet with [`IDLE_DATABASES`] small idle databases registered;
-/// the directories live as long as it does.
+fn env_number(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|s| s.parse().ok())
+}
+
+/// A `file://` fleet with `count` small idle databases registered; the
+/// directories live as long as it does.
 struct IdleFleet {
     fleet: Fleet,
+    urls: Vec<String>,
     _root: tempfile::TempDir,
     _data: tempfile::TempDir,
 }
 
 impl IdleFleet {
-    async fn seed() -> IdleFleet {
+    async fn seed(count: usize) -> IdleFleet {
+        use futures::StreamExt;
         let root = tempfile::tempdir().expect("a temporary root");
         let data = tempfile::tempdir().expect("a temporary data dir");
         let fleet = Fleet::open(&format!("file://{}", root.path().display())).expect("the root");
-        eprintln!("idle: seeding {IDLE_DATABASES} databases");
-        for i in 0..IDLE_DATABASES {
-            let url = format!("file://{}/db{i:03}", data.path().display());
-            seed_idle_database(&url).await;
-            fleet.register(&url).await.expect("register");
-        }
+        eprintln!("idle: seeding {count} databases");
+        let urls: Vec<String> = (0..count)
+            .map(|i| format!("file://{}/db{i:04}", data.path().display()))
+            .collect();
+        futures::stream::iter(urls.clone())
+            .map(|url| {
+                let fleet = fleet.clone();
+                async move {
+                    seed_idle_database(&url).await;
+                    fleet.register(&url).await.expect("register");
+                }
+            })
+            .buffer_unordered(16)
+            .collect::<Vec<()>>()
+            .await;
         IdleFleet {
             fleet,
+            urls,
             _root: root,
             _data: data,
         }
     }
 }
 
+/// `-- idle`: one node owning `SLEET_BENCH_IDLE_DATABASES` (default 100)
+/// idle databases at default settings, `[idle]` off when
+/// `SLEET_BENCH_IDLE_OFF` is set. After a warm-up of
+/// `SLEET_BENCH_IDLE_WARMUP_SECS` (default 400 s: GC sweeps every database
+/// it starts on and lingers its `min_age` plus interval), requests per
+/// database-minute by kind, the node's CPU and memory over the window; then
+/// 20 databases are written until L0 reaches the trigger, and each one's
+/// wait for its first compaction job.
 async fn idle_bench() {
+    let count = env_number("SLEET_BENCH_IDLE_DATABASES").map_or(IDLE_DATABASES, |n| n as usize);
+    let idle_off = std::env::var_os("SLEET_BENCH_IDLE_OFF").is_some();
+    let warmup = Duration::from_secs(env_number("SLEET_BENCH_IDLE_WARMUP_SECS").unwrap_or(400));
     let window_secs = idle_window_secs();
-    let idle = IdleFleet::seed().await;
+    let idle = IdleFleet::seed(count).await;
     let plain = idle.fleet.clone();
+    if idle_off {
+        let root = plain.root();
+        object_store::ObjectStoreExt::put(
+            root.store().as_ref(),
+            &root.path("sleet.toml"),
+            "[database.idle]\nenabled = false\n".into(),
+        )
+        .await
+        .expect("sleet.toml");
+    }
 
-    // Default cadences: an empty sleet.toml.
     let root_counts = Arc::new(CountingStore::new(plain.root().store().clone()));
     let counted = root_counts.clone();
     let fleet = Fleet::from_root(plain.root().clone().wrap_store(|_| counted));
@@ -309,19 +341,27 @@ async fn idle_bench() {
         async move { fleet.run_node(options, shutdown).await }
     });
 
-    eprintln!("idle: warming up 20 s, then measuring {window_secs} s");
-    tokio::time::sleep(Duration::from_secs(20)).await;
+    eprintln!(
+        "idle: warming up {} s, then measuring {window_secs} s",
+        warmup.as_secs()
+    );
+    tokio::time::sleep(warmup).await;
     let (root_before, service_before) = (snapshot(&root_counts), snapshot(&service_counts));
     let kinds_before = service_counts.by_kind();
+    let cpu_before = cpu_seconds();
     tokio::time::sleep(Duration::from_secs(window_secs)).await;
+    let cpu = cpu_seconds() - cpu_before;
     let (root_after, service_after) = (snapshot(&root_counts), snapshot(&service_counts));
     let kinds_after = service_counts.by_kind();
-    shutdown.cancel();
-    node.await.expect("the node task").expect("a clean stop");
 
     let minutes = window_secs as f64 / 60.0;
+    let mode = if idle_off {
+        "[idle] off"
+    } else {
+        "default settings"
+    };
     println!(
-        "idle: one node owning {IDLE_DATABASES} idle databases x 3 services, default cadences, {window_secs} s window"
+        "idle: one node owning {count} idle databases x 3 services, {mode}, {window_secs} s window"
     );
     println!(
         "idle: fleet-root requests: {}",
@@ -335,16 +375,93 @@ async fn idle_bench() {
         let during = after - kinds_before.get(kind).copied().unwrap_or(0);
         if during > 0 {
             println!(
-                "idle:   {kind:<18} {:.1}/min per database",
-                during as f64 / minutes / IDLE_DATABASES as f64
+                "idle:   {kind:<18} {:.2}/min per database",
+                during as f64 / minutes / count as f64
             );
         }
     }
     let service_total: u64 = (0..6).map(|i| service_after[i] - service_before[i]).sum();
     println!(
-        "idle: service requests per database: {:.1}/min",
-        service_total as f64 / minutes / IDLE_DATABASES as f64
+        "idle: service requests per database: {:.2}/min",
+        service_total as f64 / minutes / count as f64
     );
+    println!(
+        "idle: node CPU {:.2} s/min, resident {:.1} MiB",
+        cpu / minutes,
+        resident_mib()
+    );
+
+    let delays = wake_delays(&idle.urls[..WAKES.min(count)]).await;
+    println!(
+        "idle: wake-up delay over {} databases (L0 at the trigger to the first compaction job): \
+         median {:.1} s, worst {:.1} s, all {:?}",
+        delays.len(),
+        delays[delays.len() / 2],
+        delays[delays.len() - 1],
+        delays.iter().map(|d| format!("{d:.1}")).collect::<Vec<_>>()
+    );
+    shutdown.cancel();
+    node.await.expect("the node task").expect("a clean stop");
+}
+
+/// Databases woken to measure the delay.
+const WAKES: usize = 20;
+
+/// Wakes each database (staggered over 40 s, so the wakes fall at every
+/// point of the idle looks' back-off) and returns the delays, sorted, in
+/// seconds.
+async fn wake_delays(urls: &[String]) -> Vec<f64> {
+    let wakes = urls.iter().enumerate().map(|(i, url)| async move {
+        tokio::time::sleep(Duration::from_millis(i as u64 * 2000)).await;
+        wake_delay(url).await
+    });
+    let mut delays: Vec<f64> = futures::future::join_all(wakes).await;
+    delays.sort_by(f64::total_cmp);
+    delays
+}
+
+/// Writes `url` until L0 holds the default trigger's SSTs, then polls its
+/// `.compactions` (through its own, uncounted store) until a job appears.
+async fn wake_delay(url: &str) -> f64 {
+    let trigger = DatabaseConfig::default()
+        .resolve()
+        .coordinator
+        .min_compaction_sources as usize;
+    let (store, path) = sleet::store::open_url(url).expect("a store");
+    let admin = slatedb::admin::AdminBuilder::new(path.clone(), store.clone()).build();
+    let db = slatedb::Db::builder(path, store)
+        .with_settings(sleet::demo::small_sst_writer_settings())
+        .build()
+        .await
+        .expect("a writer");
+    let mut round = 0u32;
+    loop {
+        let manifest = admin.read_manifest(None).await.expect("a manifest");
+        if manifest.is_some_and(|m| m.l0().len() >= trigger) {
+            break;
+        }
+        for i in 0..8u32 {
+            let key = format!("wake-{round}-{i}");
+            db.put(key.as_bytes(), &[7u8; 512]).await.expect("put");
+        }
+        db.flush_with_options(slatedb::config::FlushOptions {
+            flush_type: slatedb::config::FlushType::MemTable,
+        })
+        .await
+        .expect("flush");
+        round += 1;
+    }
+    let reached = Instant::now();
+    loop {
+        let compactions = admin.read_compactions(None).await.expect(".compactions");
+        if compactions.is_some_and(|c| c.recent_compactions().next().is_some()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let delay = reached.elapsed().as_secs_f64();
+    db.close().await.expect("close");
+    delay
 }
 
 /// A small database, written once and closed: nothing for compaction to do.

@@ -45,6 +45,15 @@ compactions_poll_interval = "500ms"
 heartbeat_interval = "2s"
 min_filter_keys = 0
 
+# Compaction services sleep while a database is idle; these looks are
+# faster than the defaults so the demo wakes at once.
+[database.idle]
+probe_min = "500ms"
+probe_max = "2s"
+workers_probe = "2s"
+gc_probe = "2s"
+sleep_after = "30s"
+
 # A continuous backup of every database under data/ into backup/, with
 # restore points kept for two minutes.
 [database.mirror.targets.backup]

@@ -50,6 +50,13 @@ min_compaction_sources = 2
 compactions_poll_interval = "100ms"
 heartbeat_interval = "500ms"
 min_filter_keys = 0
+
+[database.idle]
+probe_min = "100ms"
+probe_max = "1s"
+workers_probe = "1s"
+gc_probe = "1s"
+sleep_after = "10s"
 "#;
 
 pub struct Source {

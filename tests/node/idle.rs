@@ -200,3 +200,78 @@ async fn idle_databases_cost_at_most_five_requests_a_minute_and_wake_when_writte
     );
     cluster.stop("i1").await;
 }
+
+/// The node that owns a database's coordinator, by placement.
+fn coordinator_owner<'a>(url: &str, live: &[&'a str]) -> &'a str {
+    let canonical = sleet::registry::canonicalize_database_url(url).unwrap();
+    let key = sleet::placement::PlacementKey::Service {
+        database: &canonical,
+        service: sleet::Service::CompactorCoordinator,
+    };
+    key.owners(live.iter().copied(), 1)[0]
+}
+
+/// Failover of an idle database and of one that is waking: the node
+/// owning its coordinator dies (its heartbeat stays behind) and the
+/// survivor compacts the database once the heartbeat times out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_idle_or_waking_database_fails_over() {
+    let Some(endpoint) = endpoint() else { return };
+    let _alone = crate::HEAVY.lock().await;
+    let mut cluster = Cluster::on_s3(&fleet_toml(true), &endpoint).await;
+    let live = ["f1", "f2"];
+    // Two databases whose coordinator f1 owns (one per case), two on f2.
+    let (mut on_f1, mut on_f2) = (Vec::new(), Vec::new());
+    for i in 0.. {
+        let url = cluster.db_url(&format!("fo{i}"));
+        match coordinator_owner(&url, &live) {
+            "f1" if on_f1.len() < 2 => on_f1.push(url),
+            "f2" if on_f2.len() < 2 => on_f2.push(url),
+            _ if on_f1.len() == 2 && on_f2.len() == 2 => break,
+            _ => {}
+        }
+    }
+    for url in on_f1.iter().chain(&on_f2) {
+        db::seed(url, 1).await;
+        cluster.fleet.register(url).await.unwrap();
+    }
+    for id in live {
+        cluster.spawn(id);
+    }
+    let (idle, waking) = (&on_f1[0], &on_f1[1]);
+    tokio::time::sleep(scaled_minute() * 3).await;
+
+    // Waking: written past the trigger just before the kill.
+    let writer = db::open_writer(waking).await;
+    db::write_rounds(&writer, 1..4).await;
+    writer.close().await.unwrap();
+    cluster.kill("f1");
+    let killed = Instant::now();
+    // Idle: written only after the kill.
+    let writer = db::open_writer(idle).await;
+    db::write_rounds(&writer, 1..4).await;
+    writer.close().await.unwrap();
+
+    // Heartbeat timeout (3 s) and a tick, then the survivor's first look.
+    for url in [waking, idle] {
+        poll_until(
+            Duration::from_secs(60),
+            &format!("{url} to compact on f2"),
+            || async {
+                let (l0, runs) = db::shape(url).await;
+                (runs > 0 && l0 < 2).then_some(())
+            },
+        )
+        .await;
+        eprintln!(
+            "failover: {url} compacted {:.1} s after the kill",
+            killed.elapsed().as_secs_f64()
+        );
+    }
+    assert!(
+        killed.elapsed() < Duration::from_secs(30),
+        "failover took {:?}",
+        killed.elapsed()
+    );
+    cluster.stop("f2").await;
+}

@@ -43,6 +43,13 @@ min_filter_keys = 0
 
 [database.outside-compactor]
 recheck = "1s"
+
+[database.idle]
+probe_min = "200ms"
+probe_max = "1s"
+workers_probe = "1s"
+gc_probe = "1s"
+sleep_after = "10s"
 "#;
 
 /// SlateDB's defaults for the writer's own compactor and GC, with the

@@ -90,6 +90,13 @@ min_filter_keys = 0
 [database.outside-compactor]
 recheck = "1s"
 
+[database.idle]
+probe_min = "200ms"
+probe_max = "1s"
+workers_probe = "1s"
+gc_probe = "1s"
+sleep_after = "10s"
+
 [database.mirror.targets.live]
 url = "s3://sleet-mirror/{prefix}/live"
 source_prefix = "{source}"

@@ -35,6 +35,13 @@ min_compaction_sources = 2
 compactions_poll_interval = "200ms"
 heartbeat_interval = "500ms"
 min_filter_keys = 0
+
+[database.idle]
+probe_min = "200ms"
+probe_max = "1s"
+workers_probe = "1s"
+gc_probe = "1s"
+sleep_after = "10s"
 "#;
 
 /// The ids of the jobs in `url`'s `.compactions` with `status`.
