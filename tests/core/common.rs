@@ -170,3 +170,14 @@ pub fn test_store(url: &str) -> (Arc<dyn ObjectStore>, object_store::path::Path)
         None => sleet::store::open_url(url).expect("a store for the URL"),
     }
 }
+
+/// `[database.idle]` for test fleets with fast cadences: idle looks fast
+/// enough that a database wakes within a second of being written.
+pub const FAST_IDLE: &str = r#"
+[database.idle]
+probe_min = "200ms"
+probe_max = "1s"
+workers_probe = "1s"
+gc_probe = "1s"
+sleep_after = "10s"
+"#;

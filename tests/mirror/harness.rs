@@ -17,7 +17,7 @@ use crate::db;
 /// copies. Manifests are kept 10 s: on `file://` (no GC boundary files) a
 /// shorter manifest `min_age` stalls SlateDB's compaction on its own (see
 /// docs/reliability.md), and a stalled compaction blocks the writer.
-pub const FAST_SERVICES: &str = r#"
+const SERVICES: &str = r#"
 [node]
 heartbeat_interval = "200ms"
 heartbeat_timeout = "2s"
@@ -51,13 +51,12 @@ compactions_poll_interval = "100ms"
 heartbeat_interval = "500ms"
 min_filter_keys = 0
 
-[database.idle]
-probe_min = "100ms"
-probe_max = "1s"
-workers_probe = "1s"
-gc_probe = "1s"
-sleep_after = "10s"
 "#;
+
+/// [`SERVICES`] with fast idle looks.
+pub fn fast_services() -> String {
+    format!("{SERVICES}{}", crate::common::FAST_IDLE)
+}
 
 pub struct Source {
     pub root: FileRoot,
@@ -71,10 +70,10 @@ pub struct Source {
 
 impl Source {
     /// A source database with `rounds` rounds written and a live writer,
-    /// registered in a root whose `sleet.toml` is `FAST_SERVICES` + `targets`.
+    /// registered in a root whose `sleet.toml` is `fast_services()` + `targets`.
     pub async fn new(targets: &str, rounds: usize) -> Source {
         let root = FileRoot::new();
-        root.write("sleet.toml", &format!("{FAST_SERVICES}\n{targets}"));
+        root.write("sleet.toml", &format!("{}\n{targets}", fast_services()));
         let data = tempfile::tempdir().unwrap();
         let url = format!("file://{}/source", data.path().display());
         let writer = db::open_writer(&url).await;

@@ -387,7 +387,7 @@ async fn copies_a_plugin_only_claims_are_caught_before_commit() {
             "sleet.toml",
             &format!(
                 "{}\n[database.mirror.targets.t]\nurl = \"{dest}\"\n",
-                crate::harness::FAST_SERVICES
+                crate::harness::fast_services()
             ),
         );
         ops::sync_once(

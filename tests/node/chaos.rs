@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use sleet::testing::{Chaos, Faults};
 
-use crate::cluster::{Cluster, FAST_FLEET, Seeded, expected_tasks, ownership_matches};
+use crate::cluster::{Cluster, Seeded, expected_tasks, fast_fleet, ownership_matches};
 use crate::db;
 
 const ROUNDS: usize = 8;
@@ -53,7 +53,7 @@ async fn random_crashes_restarts_and_store_faults_lose_nothing() {
     let _alone = crate::HEAVY.lock().await;
     let mut chaos = Chaos::from_env();
     let faults = Faults::new();
-    let fleet = FAST_FLEET.replace("min_age = \"1s\"", "min_age = \"10s\"");
+    let fleet = fast_fleet().replace("min_age = \"1s\"", "min_age = \"10s\"");
     let mut cluster = Cluster::new(&fleet).with_faults(faults.clone());
     let seeded = Seeded::new(&cluster, 4).await;
     let dbs = seeded.placement();

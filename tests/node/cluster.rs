@@ -19,11 +19,11 @@ use sleet::testing::{CountingStore, Faults, FaultyStore};
 use sleet::{CancellationToken, Fleet, NodeOptions, Service, StatusOptions, StatusResponse};
 use tokio::task::JoinHandle;
 
-use crate::common::{BUCKET, FileRoot, endpoint, s3_store, test_store, unique_prefix};
+use crate::common::{BUCKET, FAST_IDLE, FileRoot, endpoint, s3_store, test_store, unique_prefix};
 use crate::db;
 
 /// Fast cadences so convergence takes seconds: 200ms ticks, 2s timeout.
-pub const FAST_FLEET: &str = r#"
+const FLEET: &str = r#"
 [node]
 heartbeat_interval = "200ms"
 heartbeat_timeout = "2s"
@@ -55,13 +55,12 @@ compactions_poll_interval = "100ms"
 heartbeat_interval = "500ms"
 min_filter_keys = 0
 
-[database.idle]
-probe_min = "100ms"
-probe_max = "1s"
-workers_probe = "1s"
-gc_probe = "1s"
-sleep_after = "10s"
 "#;
+
+/// [`FLEET`] with fast idle looks.
+pub fn fast_fleet() -> String {
+    format!("{FLEET}{FAST_IDLE}")
+}
 
 /// L0 SSTs have become a sorted run, leaving fewer than the scheduler's
 /// `min_compaction_sources` (2) behind.
@@ -455,7 +454,7 @@ impl Seeded {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cluster_compacts_collects_and_fails_over() {
     let _alone = crate::HEAVY.lock().await;
-    let mut cluster = Cluster::new(FAST_FLEET);
+    let mut cluster = Cluster::new(&fast_fleet());
     let seeded = Seeded::new(&cluster, 6).await;
     let (canonical, writer) = (&seeded.canonical, &seeded.writer);
     let mut dbs = seeded.placement();
@@ -581,7 +580,7 @@ async fn a_cluster_compacts_collects_and_fails_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_while_running_keeps_the_node_on_its_last_good_view() {
     let _alone = crate::HEAVY.lock().await;
-    let mut cluster = Cluster::new(FAST_FLEET);
+    let mut cluster = Cluster::new(&fast_fleet());
     let good = cluster.db_url("good");
     db::seed(&good, 3).await;
     let missing = cluster.db_url("never-created");
@@ -662,7 +661,7 @@ async fn bad_input_while_running_keeps_the_node_on_its_last_good_view() {
 async fn a_cluster_on_s3_compacts_and_collects() {
     let Some(endpoint) = endpoint() else { return };
     let _alone = crate::HEAVY.lock().await;
-    let mut cluster = Cluster::on_s3(FAST_FLEET, &endpoint).await;
+    let mut cluster = Cluster::on_s3(&fast_fleet(), &endpoint).await;
     let seeded = Seeded::new(&cluster, 3).await;
     let dbs = seeded.placement();
     for id in ["s1", "s2"] {

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::poll_until;
 use crate::common::{
-    BUCKET, endpoint, json, s3_env, s3_store, sleet_env, test_store, unique_prefix,
+    BUCKET, FAST_IDLE, endpoint, json, s3_env, s3_store, sleet_env, test_store, unique_prefix,
 };
 use crate::db;
 
@@ -44,12 +44,6 @@ min_filter_keys = 0
 [database.outside-compactor]
 recheck = "1s"
 
-[database.idle]
-probe_min = "200ms"
-probe_max = "1s"
-workers_probe = "1s"
-gc_probe = "1s"
-sleep_after = "10s"
 "#;
 
 /// SlateDB's defaults for the writer's own compactor and GC, with the
@@ -197,7 +191,7 @@ async fn a_writer_running_its_own_compactor_is_never_fenced() {
     s3_store(&endpoint)
         .put(
             &ObjectPath::from(format!("{prefix}/root/sleet.toml")),
-            FLEET.to_string().into(),
+            format!("{FLEET}{FAST_IDLE}").into(),
         )
         .await
         .unwrap();
@@ -454,7 +448,8 @@ async fn a_fence_by_another_fleet_node_is_not_an_outside_compactor() {
 async fn two_gcs_on_one_database_lose_nothing() {
     let Some(endpoint) = endpoint() else { return };
     let _alone = crate::HEAVY.lock().await;
-    let mut cluster = crate::cluster::Cluster::on_s3(crate::cluster::FAST_FLEET, &endpoint).await;
+    let mut cluster =
+        crate::cluster::Cluster::on_s3(&crate::cluster::fast_fleet(), &endpoint).await;
     let url = cluster.db_url("twogc");
     let fast = slatedb::config::GarbageCollectorDirectoryOptions {
         interval: Some(Duration::from_millis(300)),

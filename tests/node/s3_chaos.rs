@@ -31,7 +31,7 @@ use slatedb::config::{FlushOptions, FlushType, Settings};
 use slatedb::{CloseReason, Db, DbReader, ErrorKind};
 use sleet::testing::Chaos;
 
-use crate::common::{BUCKET, endpoint, s3_env, s3_store, sleet_env, unique_prefix};
+use crate::common::{BUCKET, FAST_IDLE, endpoint, s3_env, s3_store, sleet_env, unique_prefix};
 use crate::manifests::CopySnapshot;
 use crate::proxy::{FaultCounts, FaultProxy};
 
@@ -89,13 +89,7 @@ min_filter_keys = 0
 
 [database.outside-compactor]
 recheck = "1s"
-
-[database.idle]
-probe_min = "200ms"
-probe_max = "1s"
-workers_probe = "1s"
-gc_probe = "1s"
-sleep_after = "10s"
+{FAST_IDLE}
 
 [database.mirror.targets.live]
 url = "s3://sleet-mirror/{prefix}/live"

@@ -11,7 +11,7 @@ use slatedb::admin::AdminBuilder;
 use slatedb::compactor::CompactionStatus;
 
 use crate::cluster::poll_until;
-use crate::common::{BUCKET, endpoint, s3_store, test_store, unique_prefix};
+use crate::common::{BUCKET, FAST_IDLE, endpoint, s3_store, test_store, unique_prefix};
 use crate::db;
 use crate::proxy::FaultProxy;
 use crate::s3_chaos::{Node, Tally, Writer, cli, missing, open_every_manifest};
@@ -36,12 +36,6 @@ compactions_poll_interval = "200ms"
 heartbeat_interval = "500ms"
 min_filter_keys = 0
 
-[database.idle]
-probe_min = "200ms"
-probe_max = "1s"
-workers_probe = "1s"
-gc_probe = "1s"
-sleep_after = "10s"
 "#;
 
 /// The ids of the jobs in `url`'s `.compactions` with `status`.
@@ -70,7 +64,7 @@ async fn a_worker_killed_holding_a_job_is_taken_over() {
     s3_store(&endpoint)
         .put(
             &ObjectPath::from(format!("{prefix}/root/sleet.toml")),
-            FLEET.to_string().into(),
+            format!("{FLEET}{FAST_IDLE}").into(),
         )
         .await
         .unwrap();
@@ -145,7 +139,7 @@ async fn a_worker_killed_holding_a_job_is_taken_over() {
 /// seconds old (S3 keeps GC boundary files, so that is safe there).
 fn mirroring_fleet(prefix: &str) -> String {
     format!(
-        r#"{FLEET}
+        r#"{FLEET}{FAST_IDLE}
 [database.gc.manifest]
 interval = "500ms"
 min_age = "2s"
