@@ -96,12 +96,12 @@ impl VersionWatch {
                     return Look::Quiet;
                 }
                 if moved {
-                    match self.db.admin().read_manifest(None).await {
+                    match self.latest_manifest().await {
                         Ok(Some(latest)) if latest.l0().len() >= trigger => {
                             return Look::Activity;
                         }
                         Ok(_) => {}
-                        Err(_) => return Look::Failed,
+                        Err(()) => return Look::Failed,
                     }
                 }
                 self.look_at_queue(moved).await
@@ -117,7 +117,7 @@ impl VersionWatch {
         if !moved && !expired {
             return Look::Quiet;
         }
-        match self.db.admin().read_manifest(None).await {
+        match self.latest_manifest().await {
             Ok(latest) => {
                 let now = Utc::now();
                 self.next_expiry = latest
@@ -128,11 +128,18 @@ impl VersionWatch {
                     .min();
                 Look::Activity
             }
-            Err(e) => {
-                tracing::debug!("idle look failed to read the manifest: {e}");
-                Look::Failed
-            }
+            Err(()) => Look::Failed,
         }
+    }
+
+    /// The latest manifest, bounded like every admin call (SlateDB retries
+    /// a failing store on its own); a failure is logged here.
+    async fn latest_manifest(&self) -> Result<Option<slatedb::VersionedManifest>, ()> {
+        let read = self.db.admin().read_manifest(None);
+        self.db
+            .bounded("reading the latest manifest", read)
+            .await
+            .map_err(|e| tracing::debug!("idle look failed to read the manifest: {e}"))
     }
 
     async fn look_at_queue(&self, moved: bool) -> Look {

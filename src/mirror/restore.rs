@@ -10,12 +10,10 @@ use slatedb::seq_tracker::FindOption;
 use tokio_util::sync::CancellationToken;
 
 use super::MirrorError;
-use super::layout::{
-    MANIFEST_DIR, live_pins, manifest_name, manifest_objects, parse_manifest_file,
-};
+use super::layout::{MANIFEST_DIR, live_pins, manifest_name, parse_manifest_file};
 use super::pass::{get_bytes, list_dir, read_manifest};
 use super::points::newest_restore_point;
-use super::verify::{Needed, closure_problems, data_sizes};
+use super::verify::{Needed, add_needs, closure_problems, data_sizes};
 use crate::copier::builtin::BuiltinCopier;
 use crate::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
 use crate::database::DatabaseHandle;
@@ -99,13 +97,7 @@ pub async fn restore(
 
     let mut needed: Needed = BTreeMap::new();
     for (&id, manifest) in &members {
-        for (name, floor) in manifest_objects(manifest) {
-            needed
-                .entry(name)
-                .or_insert((floor, BTreeSet::new()))
-                .1
-                .insert(id);
-        }
+        add_needs(&mut needed, manifest, id);
     }
     let sizes = data_sizes(&backup_root).await?;
     let problems = closure_problems(&needed, &sizes);
@@ -194,12 +186,21 @@ async fn resolve(
     at: RestorePoint,
 ) -> Result<VersionedManifest, MirrorError> {
     let now = Utc::now();
-    let found = match at {
-        RestorePoint::Latest => newest_restore_point(backup, listed, now, |_| true).await?,
-        RestorePoint::Manifest(id) if listed.contains(&id) => read_manifest(backup, id).await?,
-        RestorePoint::Manifest(id) => {
-            return Err(no_point(at, format!("the backup has no manifest {id}")));
-        }
+    match at {
+        RestorePoint::Latest => newest_restore_point(backup, listed, now, |_| true)
+            .await?
+            .ok_or_else(|| {
+                no_point(
+                    at,
+                    "the backup holds no restore point: every manifest lacks a manifest its \
+                     live checkpoints pin (was its first pass cut off?)"
+                        .into(),
+                )
+            }),
+        RestorePoint::Manifest(id) if listed.contains(&id) => read_manifest(backup, id)
+            .await?
+            .ok_or_else(|| no_point(at, format!("manifest {id} vanished from the backup"))),
+        RestorePoint::Manifest(id) => Err(no_point(at, format!("the backup has no manifest {id}"))),
         RestorePoint::Time(ts) => {
             let Some(head) = read_manifest(backup, latest).await? else {
                 return Err(no_point(
@@ -213,26 +214,16 @@ async fn resolve(
                     .find_ts(m.last_l0_seq(), FindOption::RoundDown)
                     .is_some_and(|written| written <= ts)
             };
-            let found = newest_restore_point(backup, listed, now, written_by).await?;
-            return found.ok_or_else(|| {
-                no_point(
-                    at,
-                    "the timestamp predates the backup's tracked history".into(),
-                )
-            });
+            newest_restore_point(backup, listed, now, written_by)
+                .await?
+                .ok_or_else(|| {
+                    no_point(
+                        at,
+                        "the timestamp predates the backup's tracked history".into(),
+                    )
+                })
         }
-    };
-    found.ok_or_else(|| match at {
-        RestorePoint::Manifest(id) => {
-            no_point(at, format!("manifest {id} vanished from the backup"))
-        }
-        _ => no_point(
-            at,
-            "the backup holds no restore point: every manifest lacks a manifest its live \
-             checkpoints pin (was its first pass cut off?)"
-                .into(),
-        ),
-    })
+    }
 }
 
 /// The chosen manifest and the manifests its live checkpoints pin; all

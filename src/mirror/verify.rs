@@ -87,20 +87,11 @@ pub async fn verify_tracked(
         .collect();
     let points = restore_points(&pins);
     let mut needed: Needed = BTreeMap::new();
-    let mut need = |manifest: &VersionedManifest, by: u64| {
-        for (name, floor) in manifest_objects(manifest) {
-            needed
-                .entry(name)
-                .or_insert((floor, BTreeSet::new()))
-                .1
-                .insert(by);
-        }
-    };
     for (&id, manifest) in &manifests {
-        need(manifest, id);
+        add_needs(&mut needed, manifest, id);
         if points.contains(&id) {
             for pinned in &pins[&id] {
-                need(&manifests[pinned], id);
+                add_needs(&mut needed, &manifests[pinned], id);
             }
         }
     }
@@ -119,10 +110,13 @@ pub async fn verify_tracked(
     Ok(report)
 }
 
-/// The manifests `id` pins that the destination lacks, for a message.
+/// The manifests `id` pins that the destination lacks, for a message
+/// (none when `id` itself vanished while verifying).
 fn missing_pins(pins: &BTreeMap<u64, BTreeSet<u64>>, id: u64) -> String {
-    let missing: Vec<String> = pins[&id]
-        .iter()
+    let missing: Vec<String> = pins
+        .get(&id)
+        .into_iter()
+        .flatten()
         .filter(|pinned| !pins.contains_key(pinned))
         .map(|pinned| format!("pins {pinned}, which is missing"))
         .collect();
@@ -132,6 +126,17 @@ fn missing_pins(pins: &BTreeMap<u64, BTreeSet<u64>>, id: u64) -> String {
 /// The objects a closure needs, each with its size floor and the
 /// manifests (restore points) that need it.
 pub type Needed = BTreeMap<String, (ObjectFloor, BTreeSet<u64>)>;
+
+/// Records that manifest `by` needs every object `manifest` references.
+pub fn add_needs(needed: &mut Needed, manifest: &VersionedManifest, by: u64) {
+    for (name, floor) in manifest_objects(manifest) {
+        needed
+            .entry(name)
+            .or_insert((floor, BTreeSet::new()))
+            .1
+            .insert(by);
+    }
+}
 
 /// One line per needed object that is missing from `sizes` or shorter
 /// than its manifest records, naming the manifests it breaks.

@@ -64,7 +64,7 @@ pub fn fast_fleet() -> String {
 
 /// L0 SSTs have become a sorted run, leaving fewer than the scheduler's
 /// `min_compaction_sources` (2) behind.
-fn compacted(l0: usize, runs: usize) -> bool {
+pub fn compacted(l0: usize, runs: usize) -> bool {
     runs > 0 && l0 < 2
 }
 

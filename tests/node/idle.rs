@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use object_store::ObjectStoreExt;
 use sleet::testing::{CountingStore, Op};
 
-use crate::cluster::{Cluster, poll_until};
+use crate::cluster::{Cluster, compacted, poll_until};
 use crate::common::endpoint;
 use crate::db;
 
@@ -85,6 +85,15 @@ async fn rate(counting: &CountingStore, window: Duration, databases: usize) -> (
     (during as f64 / minutes / databases as f64, kinds.join(", "))
 }
 
+/// Waits up to a minute for `url`'s L0 to become a sorted run.
+async fn until_compacted(url: &str, what: &str) {
+    poll_until(Duration::from_secs(60), what, || async {
+        let (l0, runs) = db::shape(url).await;
+        compacted(l0, runs).then_some(())
+    })
+    .await;
+}
+
 /// Each database's compactor epoch.
 async fn compactor_epochs(urls: &[String]) -> Vec<u64> {
     let mut epochs = Vec::new();
@@ -139,15 +148,7 @@ async fn idle_databases_cost_at_most_five_requests_a_minute_and_wake_when_writte
     db::write_rounds(&writer, 1..4).await;
     writer.close().await.unwrap();
     let written = Instant::now();
-    poll_until(
-        Duration::from_secs(60),
-        "the woken database to compact",
-        || async {
-            let (l0, runs) = db::shape(woken).await;
-            (runs > 0 && l0 < 2).then_some(())
-        },
-    )
-    .await;
+    until_compacted(woken, "the woken database to compact").await;
     eprintln!(
         "idle: compacted {:.1} s after the writes",
         written.elapsed().as_secs_f64()
@@ -254,15 +255,7 @@ async fn an_idle_or_waking_database_fails_over() {
 
     // Heartbeat timeout (3 s) and a tick, then the survivor's first look.
     for url in [waking, idle] {
-        poll_until(
-            Duration::from_secs(60),
-            &format!("{url} to compact on f2"),
-            || async {
-                let (l0, runs) = db::shape(url).await;
-                (runs > 0 && l0 < 2).then_some(())
-            },
-        )
-        .await;
+        until_compacted(url, &format!("{url} to compact on f2")).await;
         eprintln!(
             "failover: {url} compacted {:.1} s after the kill",
             killed.elapsed().as_secs_f64()
