@@ -48,7 +48,8 @@ fn plugin_copiers() -> Vec<(String, Arc<dyn Copier>)> {
     let runtime = sleet::plugin::PluginRuntime::new(None).expect("a plugin runtime");
     let set =
         sleet::plugin::PluginSet::load(&runtime, &[dir.path().to_path_buf()], &Default::default());
-    let limits = sleet::config::FleetConfig::default().plugin_limits("", false);
+    let limits =
+        sleet::config::FleetConfig::default().plugin_limits("", sleet::plugin::PluginKind::Copier);
     let make = |name: &str, config: Vec<(String, String)>| -> Arc<dyn Copier> {
         let plugin = set.copier(name, "bench").expect("a loaded copier");
         Arc::new(sleet::copier::wasm::WasmCopier::new(

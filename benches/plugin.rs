@@ -68,7 +68,8 @@ async fn call_costs(dir: &std::path::Path) {
             name: "audit".into(),
             plugin: "audit-hook".into(),
             config: Vec::new(),
-            limits: FleetConfig::default().plugin_limits("audit-hook", true),
+            limits: FleetConfig::default()
+                .plugin_limits("audit-hook", sleet::plugin::PluginKind::Hook),
         }],
         plugins: Some(set.clone()),
         node_id: "bench".into(),
@@ -86,7 +87,8 @@ async fn call_costs(dir: &std::path::Path) {
     let per_call = start.elapsed() / rounds;
 
     let copier = set.copier("verify-copier", "bench").expect("the copier");
-    let limits = FleetConfig::default().plugin_limits("verify-copier", false);
+    let limits =
+        FleetConfig::default().plugin_limits("verify-copier", sleet::plugin::PluginKind::Copier);
     let start = Instant::now();
     for _ in 0..rounds {
         copier.check(&[], &limits).await.expect("describe");

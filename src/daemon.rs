@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::compaction_code::CompactionCode;
 use crate::config::{DatabaseSettings, NodeSettings};
 use crate::copier::CopierOptions;
 use crate::database::{DatabaseError, DatabaseHandle};
@@ -32,6 +33,7 @@ use crate::mirror::target::applied_targets;
 use crate::outside_compactor::Sighting;
 use crate::outside_compactor::records::EpochRecords;
 use crate::ownership::{Assignment, LiveNode, database_assignments};
+use crate::plugin::compaction::{CodeSpec, CompactionCodeSpec, FailureReport};
 use crate::plugin::hook::{Clock, HookRunner, HookSpec, RunOutcome, Verdict, system_clock};
 use crate::probes::{NodeProbes, NodeReport, TaskReport};
 use crate::root::{
@@ -267,9 +269,30 @@ fn hook_specs(
             name: name.clone(),
             plugin: hook.plugin.clone(),
             config: hook.config.clone(),
-            limits: fleet.plugin_limits(&hook.plugin, true),
+            limits: fleet.plugin_limits(&hook.plugin, crate::plugin::PluginKind::Hook),
         })
         .collect()
+}
+
+/// The compaction plugins a database names, with the limits the fleet
+/// grants them.
+fn compaction_code_spec(
+    settings: &DatabaseSettings,
+    fleet: &crate::config::FleetConfig,
+) -> CompactionCodeSpec {
+    use crate::plugin::PluginKind;
+    let code = &settings.compaction_code;
+    let spec = |code: &Option<crate::config::CodeSettings>, kind| {
+        code.as_ref().map(|code| CodeSpec {
+            plugin: code.plugin.clone(),
+            config: code.config.clone(),
+            limits: fleet.plugin_limits(&code.plugin, kind),
+        })
+    };
+    CompactionCodeSpec {
+        merge_operator: spec(&code.merge_operator, PluginKind::MergeOperator),
+        compaction_filter: spec(&code.compaction_filter, PluginKind::CompactionFilter),
+    }
 }
 
 fn task_spec(
@@ -289,11 +312,13 @@ fn task_spec(
             settings.coordinator.clone(),
             settings.outside_compactor,
             settings.idle.for_coordinator(settings.gc.manifest.min_age),
+            compaction_code_spec(settings, &view.fleet),
         )),
         Service::CompactionWorkers => Some(ServiceSpec::Workers(
             settings.workers.clone(),
             settings.outside_compactor,
             settings.idle.for_workers(settings.gc.compactions.min_age),
+            compaction_code_spec(settings, &view.fleet),
         )),
         Service::Mirror => {
             let name = assignment.target.as_deref()?;
@@ -338,7 +363,14 @@ struct TaskBoard {
     states: Arc<Mutex<HashMap<TaskKey, TaskState>>>,
     /// Runs or passes a hook deferred, with the reason.
     skips: Arc<Mutex<HashMap<TaskKey, String>>>,
+    /// The latest failed compaction call of each compactor task, and when.
+    compaction_failures: Arc<Mutex<HashMap<TaskKey, (Instant, String)>>>,
 }
+
+/// How long a failed compaction job stays in the heartbeat after the
+/// last failure: SlateDB retries a failing job within seconds, so one
+/// that stopped failing this long ago succeeded or is no longer tried.
+const COMPACTION_FAILURE_SHOWN: Duration = Duration::from_secs(300);
 
 impl TaskBoard {
     /// Records (or, with `None`, clears) a hook's deferral of a task.
@@ -367,6 +399,37 @@ impl TaskBoard {
         skipped
     }
 
+    /// Records a failed compaction call of `key`'s task.
+    fn report_compaction_failure(&self, key: &TaskKey, message: String) {
+        let mut failures = self.compaction_failures.lock().expect("task board lock");
+        failures.insert(key.clone(), (Instant::now(), message));
+    }
+
+    /// Compactor tasks whose jobs failed lately, with the latest error, a
+    /// bounded sample.
+    fn failing_compactions(&self) -> Vec<TaskFailure> {
+        let mut failures = self.compaction_failures.lock().expect("task board lock");
+        failures.retain(|_, (at, _)| at.elapsed() < COMPACTION_FAILURE_SHOWN);
+        let mut failing: Vec<TaskFailure> = failures
+            .iter()
+            .map(|(k, (_, message))| TaskFailure {
+                database: k.database.clone(),
+                service: k.service,
+                target: None,
+                error: message.clone(),
+            })
+            .collect();
+        failing.sort_by(|a, b| (&a.database, a.service).cmp(&(&b.database, b.service)));
+        failing.truncate(MAX_REPORTED_FAILURES);
+        failing
+    }
+
+    /// A report that records a task's failed compaction calls.
+    fn compaction_report(&self, key: &TaskKey) -> FailureReport {
+        let (board, key) = (self.clone(), key.clone());
+        Arc::new(move |message| board.report_compaction_failure(&key, message))
+    }
+
     fn set(&self, key: &TaskKey, instance: u64, phase: Phase, last_error: Option<String>) {
         let mut states = self.states.lock().expect("task board lock");
         states.insert(
@@ -393,6 +456,8 @@ impl TaskBoard {
         if states.get(key).is_some_and(|s| s.instance == instance) {
             states.remove(key);
             self.set_skip(key, None);
+            let mut failures = self.compaction_failures.lock().expect("task board lock");
+            failures.remove(key);
         }
     }
 
@@ -711,6 +776,7 @@ impl Node {
             .map(|p| p.infos().iter().map(loaded_plugin).collect())
             .unwrap_or_default();
         body.skipped = self.board.skipped();
+        body.failing_compactions = self.board.failing_compactions();
         (body.outside_compactor_count, body.outside_compactors) = self.board.outside_compactors();
         let bytes = serde_json::to_vec(&body).expect("heartbeat bodies serialize");
         match self
@@ -856,6 +922,10 @@ fn loaded_plugin(info: &crate::plugin::PluginInfo) -> heartbeat::LoadedPlugin {
         kind: match info.kind {
             crate::plugin::PluginKind::Copier => heartbeat::LoadedPluginKind::Copier,
             crate::plugin::PluginKind::Hook => heartbeat::LoadedPluginKind::Hook,
+            crate::plugin::PluginKind::MergeOperator => heartbeat::LoadedPluginKind::MergeOperator,
+            crate::plugin::PluginKind::CompactionFilter => {
+                heartbeat::LoadedPluginKind::CompactionFilter
+            }
         },
     }
 }
@@ -1041,6 +1111,24 @@ impl Supervisor {
 }
 
 impl Supervisor {
+    /// The merge operator and filter the task's compactor runs, built
+    /// from this node's plugins (coordinator and workers only).
+    fn compaction_code(&self, spec: &ServiceSpec) -> Result<Option<CompactionCode>, ServiceError> {
+        let Some(code) = spec.compaction_code() else {
+            return Ok(None);
+        };
+        let built = CompactionCode::build(
+            code,
+            self.hooks.plugins.as_deref(),
+            &self.hooks.node_id,
+            &self.key.database,
+            self.board.compaction_report(&self.key),
+        );
+        built
+            .map(Some)
+            .map_err(|e| ServiceError::Plugin(e.to_string()))
+    }
+
     async fn run_task(&self, token: CancellationToken) -> Result<(), ServiceError> {
         let source = (self.opener)(&self.key.database)?;
         let started = || {
@@ -1066,7 +1154,18 @@ impl Supervisor {
                     self.metrics.clone(),
                     &self.key.database,
                 ));
-                run_service(&source, spec, &self.records, &started, recorder, token).await
+                let code = self.compaction_code(spec)?;
+                let code = code.as_ref();
+                run_service(
+                    &source,
+                    spec,
+                    code,
+                    &self.records,
+                    &started,
+                    recorder,
+                    token,
+                )
+                .await
             }
         }
     }

@@ -87,6 +87,11 @@ pub struct HeartbeatBody {
     /// Runs a hook deferred, with the reason (a bounded sample).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<TaskFailure>,
+    /// Compactor tasks that run but whose compaction jobs fail (a merge
+    /// operator missing or failing, a compaction filter failing), with
+    /// the latest error, within the last five minutes (a bounded sample).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failing_compactions: Vec<TaskFailure>,
     /// How many databases this node stands down for because a compactor
     /// outside the fleet (usually one inside the application's writer)
     /// holds them. Added after 0.1.0.
@@ -131,11 +136,13 @@ pub struct LoadedPlugin {
 
 /// What a loaded plugin is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 #[schemars(rename = "PluginKind")]
 pub enum LoadedPluginKind {
     Copier,
     Hook,
+    MergeOperator,
+    CompactionFilter,
 }
 
 /// A task that failed and waits to retry.
@@ -171,6 +178,7 @@ impl HeartbeatBody {
             failing: Vec::new(),
             plugins: Vec::new(),
             skipped: Vec::new(),
+            failing_compactions: Vec::new(),
             outside_compactor_count: 0,
             outside_compactors: Vec::new(),
         }

@@ -20,6 +20,7 @@
 //! ```
 
 pub mod cli;
+pub mod compaction_code;
 pub mod config;
 pub mod config_check;
 pub mod copier;

@@ -52,8 +52,8 @@ pub async fn mirror_pair(
 /// defaults for built-in copiers (which ignore them).
 pub fn target_limits(fleet: &FleetConfig, settings: &MirrorTargetSettings) -> PluginLimits {
     match &settings.copier {
-        CopierKind::Plugin(name) => fleet.plugin_limits(name, false),
-        _ => FleetConfig::default().plugin_limits("", false),
+        CopierKind::Plugin(name) => fleet.plugin_limits(name, crate::plugin::PluginKind::Copier),
+        _ => FleetConfig::default().plugin_limits("", crate::plugin::PluginKind::Copier),
     }
 }
 

@@ -15,7 +15,8 @@ use crate::plugin::{Loaded, PluginKind, PluginRuntime, PluginSet, check_pin};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PluginReport {
     pub name: String,
-    /// `copier` or `hook`, when the file loaded.
+    /// `copier`, `hook`, `merge-operator` or `compaction-filter`, when
+    /// the file loaded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<PluginKind>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,7 +53,8 @@ struct Usage {
     what: String,
     config: Vec<(String, String)>,
     limits: PluginLimits,
-    hook: bool,
+    /// What the config uses it as.
+    kind: PluginKind,
 }
 
 /// Every plugin the `[database]` table of `fleet` names.
@@ -65,8 +67,8 @@ fn usages(fleet: &FleetConfig) -> Vec<Usage> {
                 plugin: plugin.clone(),
                 what: format!("mirror target {name}"),
                 config: target.copier_config.clone(),
-                limits: fleet.plugin_limits(plugin, false),
-                hook: false,
+                limits: fleet.plugin_limits(plugin, PluginKind::Copier),
+                kind: PluginKind::Copier,
             });
         }
     }
@@ -75,9 +77,33 @@ fn usages(fleet: &FleetConfig) -> Vec<Usage> {
             plugin: hook.plugin.clone(),
             what: format!("hook {name}"),
             config: hook.config.clone(),
-            limits: fleet.plugin_limits(&hook.plugin, true),
-            hook: true,
+            limits: fleet.plugin_limits(&hook.plugin, PluginKind::Hook),
+            kind: PluginKind::Hook,
         });
+    }
+    let code = &settings.compaction_code;
+    let roles = [
+        (
+            &code.merge_operator,
+            "merge_operator",
+            PluginKind::MergeOperator,
+        ),
+        (
+            &code.compaction_filter,
+            "compaction_filter",
+            PluginKind::CompactionFilter,
+        ),
+    ];
+    for (code, what, kind) in roles {
+        if let Some(code) = code {
+            usages.push(Usage {
+                plugin: code.plugin.clone(),
+                what: what.to_string(),
+                config: code.config.clone(),
+                limits: fleet.plugin_limits(&code.plugin, kind),
+                kind,
+            });
+        }
     }
     usages
 }
@@ -160,7 +186,7 @@ async fn report(name: &str, loaded: &Loaded, usages: &[&Usage]) -> PluginReport 
         && usages.is_empty()
     {
         // No config to check with: describing it proves it instantiates.
-        let limits = FleetConfig::default().plugin_limits(name, false);
+        let limits = FleetConfig::default().plugin_limits(name, crate::plugin::PluginKind::Copier);
         match copier.check(&[], &limits).await {
             Ok(info) => report.describes_as = Some(format!("{} {}", info.name, info.version)),
             Err(crate::plugin::PluginError::Config { .. }) => {}
@@ -172,19 +198,23 @@ async fn report(name: &str, loaded: &Loaded, usages: &[&Usage]) -> PluginReport 
             report.problems.push(e.to_string());
             continue;
         }
-        let checked = match (loaded, usage.hook) {
-            (Loaded::Copier(copier), false) => copier
+        let checked = match (loaded, usage.kind) {
+            (Loaded::Copier(copier), PluginKind::Copier) => copier
                 .check(&usage.config, &usage.limits)
                 .await
                 .map(|info| report.describes_as = Some(format!("{} {}", info.name, info.version))),
-            (Loaded::Hook(hook), true) => hook.check(&usage.config, &usage.limits).await,
-            (_, hook) => Err(crate::plugin::PluginError::WrongKind {
+            (Loaded::Hook(hook), PluginKind::Hook) => {
+                hook.check(&usage.config, &usage.limits).await
+            }
+            (Loaded::MergeOperator(merge), PluginKind::MergeOperator) => {
+                merge.check(&usage.config, &usage.limits)
+            }
+            (Loaded::CompactionFilter(filter), PluginKind::CompactionFilter) => {
+                filter.check(&usage.config, &usage.limits)
+            }
+            (_, expected) => Err(crate::plugin::PluginError::WrongKind {
                 name: name.to_string(),
-                expected: if hook {
-                    PluginKind::Hook
-                } else {
-                    PluginKind::Copier
-                },
+                expected,
                 actual: info.kind,
             }),
         };

@@ -20,6 +20,7 @@ use slatedb_common::metrics::MetricsRecorder;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::compaction_code::CompactionCode;
 use crate::config::{
     CompressionCodec, CoordinatorSettings, GcDirectory, GcSettings, OutsideCompactorSettings,
     WorkerSettings,
@@ -31,6 +32,7 @@ use crate::mirror::run::MirrorSpec;
 use crate::outside_compactor::claim::ClaimWatch;
 use crate::outside_compactor::records::EpochRecords;
 use crate::outside_compactor::{self, Evidence, LookError, Sighting, Thresholds, Verdict};
+use crate::plugin::compaction::CompactionCodeSpec;
 use crate::service::Service;
 
 /// How often a coordinator retries recording the epoch it claimed.
@@ -52,6 +54,9 @@ pub enum ServiceError {
     /// A hook refused the run, or could not answer.
     #[error("{0}")]
     Hook(String),
+    /// A compaction plugin the database names could not be set up.
+    #[error("{0}")]
+    Plugin(String),
     /// A compactor outside the fleet holds the database: the fleet runs
     /// neither coordinator nor workers for it.
     #[error("{url} runs its own compactor ({}): the fleet stands down; fix: {}", describe_sighting(.sighting), outside_compactor::FIX)]
@@ -110,8 +115,18 @@ impl ServiceError {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServiceSpec {
     Gc(GcSettings, ServiceIdle),
-    Coordinator(CoordinatorSettings, OutsideCompactorSettings, ServiceIdle),
-    Workers(WorkerSettings, OutsideCompactorSettings, ServiceIdle),
+    Coordinator(
+        CoordinatorSettings,
+        OutsideCompactorSettings,
+        ServiceIdle,
+        CompactionCodeSpec,
+    ),
+    Workers(
+        WorkerSettings,
+        OutsideCompactorSettings,
+        ServiceIdle,
+        CompactionCodeSpec,
+    ),
     Mirror(MirrorSpec),
 }
 
@@ -120,9 +135,18 @@ impl ServiceSpec {
     /// before it looks again (coordinator and workers only).
     pub fn outside_recheck(&self) -> Option<Duration> {
         match self {
-            ServiceSpec::Coordinator(_, outside, _) | ServiceSpec::Workers(_, outside, _) => {
+            ServiceSpec::Coordinator(_, outside, ..) | ServiceSpec::Workers(_, outside, ..) => {
                 Some(outside.recheck)
             }
+            _ => None,
+        }
+    }
+
+    /// The application code the task's compactor runs (coordinator and
+    /// workers only).
+    pub fn compaction_code(&self) -> Option<&CompactionCodeSpec> {
+        match self {
+            ServiceSpec::Coordinator(.., code) | ServiceSpec::Workers(.., code) => Some(code),
             _ => None,
         }
     }
@@ -140,10 +164,14 @@ impl ServiceSpec {
 /// Runs one service for a database until `token` is cancelled (or the
 /// service fails, or a coordinator is fenced, or the fleet stands down for
 /// a compactor outside it). `started` is called once the checks pass and
-/// the service itself starts.
+/// the service itself starts. `code` is what the compactor runs of the
+/// application's (built from [`ServiceSpec::compaction_code`]); `None`
+/// leaves SlateDB's defaults.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_service(
     db: &DatabaseHandle,
     spec: &ServiceSpec,
+    code: Option<&CompactionCode>,
     records: &EpochRecords,
     started: &(dyn Fn() + Sync),
     recorder: Arc<dyn MetricsRecorder>,
@@ -171,7 +199,7 @@ pub async fn run_service(
             let result = run_gc(db, options, recorder, token).await;
             result.map_err(|e| db.slatedb_error(e).into())
         }
-        ServiceSpec::Coordinator(c, outside, idle) if idle.settings.enabled => {
+        ServiceSpec::Coordinator(c, outside, idle, _) if idle.settings.enabled => {
             started();
             let trigger = c.min_compaction_sources as usize;
             let watched = Watched::Manifest { trigger };
@@ -181,17 +209,17 @@ pub async fn run_service(
                 let recorder = recorder.clone();
                 async move {
                     let claim = db.may_compact(records, outside).await?;
-                    run_coordinator(db, c, claim, records, recorder, child).await
+                    run_coordinator(db, c, code, claim, records, recorder, child).await
                 }
             })
             .await
         }
-        ServiceSpec::Coordinator(c, outside, _) => {
+        ServiceSpec::Coordinator(c, outside, ..) => {
             let claim = db.may_compact(records, outside).await?;
             started();
-            run_coordinator(db, c, claim, records, recorder, token).await
+            run_coordinator(db, c, code, claim, records, recorder, token).await
         }
-        ServiceSpec::Workers(w, outside, idle) if idle.settings.enabled => {
+        ServiceSpec::Workers(w, outside, idle, _) if idle.settings.enabled => {
             started();
             // Workers have work once the coordinator queued a job.
             let mut watch = VersionWatch::new(db.clone(), Watched::Compactions, idle.list_always);
@@ -200,15 +228,15 @@ pub async fn run_service(
                 let recorder = recorder.clone();
                 async move {
                     db.may_compact(records, outside).await?;
-                    run_workers(db, w, outside, records, recorder, child).await
+                    run_workers(db, w, code, outside, records, recorder, child).await
                 }
             })
             .await
         }
-        ServiceSpec::Workers(w, outside, _) => {
+        ServiceSpec::Workers(w, outside, ..) => {
             db.may_compact(records, outside).await?;
             started();
-            run_workers(db, w, outside, records, recorder, token).await
+            run_workers(db, w, code, outside, records, recorder, token).await
         }
         // A mirror task needs its destination too: `mirror::run` runs it.
         ServiceSpec::Mirror(_) => Err(DatabaseError::Unsupported {
@@ -229,6 +257,7 @@ pub async fn run_service(
 async fn run_coordinator(
     db: &DatabaseHandle,
     c: &CoordinatorSettings,
+    code: Option<&CompactionCode>,
     claim: Option<Claim>,
     records: &EpochRecords,
     recorder: Arc<dyn MetricsRecorder>,
@@ -238,6 +267,12 @@ async fn run_coordinator(
     let mut builder = CompactorBuilder::new(db.path().clone(), db.store().clone())
         .with_options(coordinator_options(c))
         .with_metrics_recorder(Arc::new(watch.clone()));
+    if let Some(code) = code {
+        builder = builder.with_merge_operator(code.merge_operator.clone());
+        if let Some(filter) = &code.compaction_filter {
+            builder = builder.with_compaction_filter_supplier(filter.clone());
+        }
+    }
     if let Some(claim) = claim {
         records
             .intend(db.url(), claim.expected + 1, claim.writer_epoch)
@@ -331,14 +366,20 @@ async fn until_cancelled<S: std::future::Future<Output = Result<(), slatedb::Err
 async fn run_worker(
     db: &DatabaseHandle,
     options: CompactionWorkerOptions,
+    code: Option<&CompactionCode>,
     recorder: Arc<dyn MetricsRecorder>,
     token: CancellationToken,
 ) -> Result<(), slatedb::Error> {
-    let worker = CompactionWorkerBuilder::new(db.path().clone(), db.store().clone())
+    let mut builder = CompactionWorkerBuilder::new(db.path().clone(), db.store().clone())
         .with_options(options)
-        .with_metrics_recorder(recorder)
-        .build()
-        .await?;
+        .with_metrics_recorder(recorder);
+    if let Some(code) = code {
+        builder = builder.with_merge_operator(code.merge_operator.clone());
+        if let Some(filter) = &code.compaction_filter {
+            builder = builder.with_compaction_filter_supplier(filter.clone());
+        }
+    }
+    let worker = builder.build().await?;
     until_cancelled(worker.run(), || worker.stop(), &token).await
 }
 
@@ -348,13 +389,14 @@ async fn run_worker(
 async fn run_workers(
     db: &DatabaseHandle,
     w: &WorkerSettings,
+    code: Option<&CompactionCode>,
     outside: &OutsideCompactorSettings,
     records: &EpochRecords,
     recorder: Arc<dyn MetricsRecorder>,
     token: CancellationToken,
 ) -> Result<(), ServiceError> {
     let workers = token.child_token();
-    let run = run_worker(db, worker_options(w), recorder, workers.clone());
+    let run = run_worker(db, worker_options(w), code, recorder, workers.clone());
     tokio::pin!(run);
     let mut recheck = tokio::time::interval(outside.recheck);
     recheck.tick().await;

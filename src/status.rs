@@ -232,6 +232,14 @@ pub fn derive_status(
                 f.error
             ));
         }
+        for f in &body.failing_compactions {
+            warnings.push(format!(
+                "compactions of {} fail on {node} ({}): {}",
+                f.database,
+                task_name(f),
+                f.error
+            ));
+        }
         for f in &body.skipped {
             warnings.push(format!(
                 "{} of {} is deferred on {node}: {}",

@@ -73,6 +73,82 @@ pub struct DatabaseConfig {
     /// Hook plugins by name, layered field by field per name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub hooks: BTreeMap<String, HookOverrides>,
+    /// The merge operator the application writes with, as a plugin:
+    /// `plugin:<name>`, or `none` (the default). A database with merge
+    /// operands cannot be compacted without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_operator: Option<CodeChoice>,
+    /// Passed to the merge operator's `configure`, merged by key across layers.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub merge_operator_config: BTreeMap<String, ConfigValue>,
+    /// A compaction filter the compactor runs on every entry it writes:
+    /// `plugin:<name>`, or `none` (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction_filter: Option<CodeChoice>,
+    /// Passed to the compaction filter's `configure`, merged by key across layers.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub compaction_filter_config: BTreeMap<String, ConfigValue>,
+}
+
+/// Application code a database's compaction runs (`merge_operator`,
+/// `compaction_filter`): `plugin:<name>`, or `none` to opt out of one a
+/// lower layer sets.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum CodeChoice {
+    None,
+    Plugin(String),
+}
+
+impl CodeChoice {
+    /// The plugin's name, unless `none`.
+    pub fn plugin(&self) -> Option<&str> {
+        match self {
+            CodeChoice::None => None,
+            CodeChoice::Plugin(name) => Some(name),
+        }
+    }
+}
+
+impl TryFrom<String> for CodeChoice {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, String> {
+        match value.strip_prefix("plugin:") {
+            _ if value == "none" => Ok(CodeChoice::None),
+            Some(name) if is_valid_identifier(name) => Ok(CodeChoice::Plugin(name.to_string())),
+            Some(name) => Err(format!(
+                "invalid plugin name \"{name}\": plugin names are 1-128 chars of [A-Za-z0-9_-]"
+            )),
+            None => Err(format!(
+                "\"{value}\" is not plugin:<name> or none (application code runs only as a \
+                 WebAssembly plugin)"
+            )),
+        }
+    }
+}
+
+impl From<CodeChoice> for String {
+    fn from(choice: CodeChoice) -> String {
+        match choice {
+            CodeChoice::None => "none".into(),
+            CodeChoice::Plugin(name) => format!("plugin:{name}"),
+        }
+    }
+}
+
+impl JsonSchema for CodeChoice {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "CodeChoice".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "Application code a database's compaction runs: `plugin:<name>` (a WebAssembly component from `sleet run --plugin-dir`) or `none`.",
+            "type": "string",
+            "pattern": "^(none|plugin:[A-Za-z0-9_-]{1,128})$"
+        })
+    }
 }
 
 /// `[gc]`: one table per object directory SlateDB collects.

@@ -38,6 +38,34 @@ pub struct DatabaseSettings {
     pub mirror_targets: BTreeMap<String, MirrorTargetSettings>,
     /// Enabled hooks by name.
     pub hooks: BTreeMap<String, HookSettings>,
+    /// The merge operator and compaction filter the compactor runs.
+    pub compaction_code: CompactionCodeSettings,
+}
+
+/// The application code a database's compaction runs, by plugin name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompactionCodeSettings {
+    pub merge_operator: Option<CodeSettings>,
+    pub compaction_filter: Option<CodeSettings>,
+}
+
+/// One compaction plugin and the config it is given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeSettings {
+    pub plugin: String,
+    pub config: Vec<(String, String)>,
+}
+
+impl CodeSettings {
+    fn from_layers(
+        choice: Option<&CodeChoice>,
+        config: &BTreeMap<String, ConfigValue>,
+    ) -> Option<CodeSettings> {
+        Some(CodeSettings {
+            plugin: choice?.plugin()?.to_string(),
+            config: flatten_config(config),
+        })
+    }
 }
 
 /// One enabled hook of a database.
@@ -56,7 +84,7 @@ impl HookSettings {
     }
 }
 
-pub use crate::plugin::PluginLimits;
+pub use crate::plugin::{PluginKind, PluginLimits};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct GcSettings {
@@ -224,6 +252,9 @@ pub mod defaults {
     pub const PLUGIN_MEMORY_MIB: u32 = 64;
     pub const COPY_CALL_TIMEOUT: Duration = Duration::from_secs(600);
     pub const HOOK_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+    /// Per merge batch or filtered entry: microseconds of honest work, so
+    /// a looping plugin holds a compactor thread for at most this.
+    pub const COMPACTION_CALL_TIMEOUT: Duration = Duration::from_secs(1);
 }
 
 fn duration_or(value: Option<HumanDuration>, default: Duration) -> Duration {
@@ -476,6 +507,13 @@ impl DatabaseConfig {
         for (name, hook) in &upper.hooks {
             merged.hooks.entry(name.clone()).or_default().overlay(hook);
         }
+        overlay_fields!(merged, upper; merge_operator, compaction_filter);
+        merged
+            .merge_operator_config
+            .extend(upper.merge_operator_config.clone());
+        merged
+            .compaction_filter_config
+            .extend(upper.compaction_filter_config.clone());
         merged
     }
 
@@ -502,6 +540,16 @@ impl DatabaseConfig {
                 .iter()
                 .filter_map(|(name, hook)| Some((name.clone(), hook.resolve()?)))
                 .collect(),
+            compaction_code: CompactionCodeSettings {
+                merge_operator: CodeSettings::from_layers(
+                    self.merge_operator.as_ref(),
+                    &self.merge_operator_config,
+                ),
+                compaction_filter: CodeSettings::from_layers(
+                    self.compaction_filter.as_ref(),
+                    &self.compaction_filter_config,
+                ),
+            },
         }
     }
 }
@@ -527,13 +575,16 @@ impl HookOverrides {
 }
 
 impl FleetConfig {
-    /// The limits a node enforces on `plugin`, a copier or a hook.
-    pub fn plugin_limits(&self, plugin: &str, hook: bool) -> PluginLimits {
+    /// The limits a node enforces on `plugin`, used as a `kind` plugin
+    /// (which sets the default call timeout).
+    pub fn plugin_limits(&self, plugin: &str, kind: PluginKind) -> PluginLimits {
         let grants = self.plugins.get(plugin).cloned().unwrap_or_default();
-        let default_timeout = if hook {
-            defaults::HOOK_CALL_TIMEOUT
-        } else {
-            defaults::COPY_CALL_TIMEOUT
+        let default_timeout = match kind {
+            PluginKind::Copier => defaults::COPY_CALL_TIMEOUT,
+            PluginKind::Hook => defaults::HOOK_CALL_TIMEOUT,
+            PluginKind::MergeOperator | PluginKind::CompactionFilter => {
+                defaults::COMPACTION_CALL_TIMEOUT
+            }
         };
         PluginLimits {
             sha256: grants.sha256.map(|s| s.to_ascii_lowercase()),

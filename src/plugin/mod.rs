@@ -1,7 +1,10 @@
 //! WebAssembly plugins: copier components that move a mirror's data
-//! objects, and hook components that gate and observe task runs.
+//! objects, hook components that gate and observe task runs, and
+//! compaction components (merge operators, compaction filters) that carry
+//! a database's application code into its compactor.
 //!
-//! Plugins are untrusted. Each call gets a fresh instance with no
+//! Plugins are untrusted. Each copier or hook call gets a fresh instance
+//! (compaction plugins keep one for many calls, see [`compaction`]) with no
 //! filesystem, network or environment, a memory cap, and a wall-clock
 //! deadline; a trap, timeout or overflow fails that call alone, naming the
 //! plugin, and the instance is discarded. Copiers reach only the objects
@@ -9,6 +12,7 @@
 
 mod bindings;
 pub mod cache;
+pub mod compaction;
 pub mod copier;
 pub mod hook;
 mod host;
@@ -31,13 +35,19 @@ pub use runtime::PluginRuntime;
 pub const WIT_PACKAGE: &str = "sleet:plugin@0.1.0";
 const COPIER_EXPORT: &str = "sleet:plugin/copier@0.1";
 const HOOK_EXPORT: &str = "sleet:plugin/hook@0.1";
+/// The compaction package (`wit/compaction`) this host implements.
+pub const COMPACTION_WIT_PACKAGE: &str = "sleet:compaction@0.1.0";
+const MERGE_EXPORT: &str = "sleet:compaction/merge-operator@0.1";
+const FILTER_EXPORT: &str = "sleet:compaction/compaction-filter@0.1";
 
 /// What a plugin is, from the interface it exports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum PluginKind {
     Copier,
     Hook,
+    MergeOperator,
+    CompactionFilter,
 }
 
 impl std::fmt::Display for PluginKind {
@@ -45,6 +55,8 @@ impl std::fmt::Display for PluginKind {
         f.write_str(match self {
             PluginKind::Copier => "copier",
             PluginKind::Hook => "hook",
+            PluginKind::MergeOperator => "merge-operator",
+            PluginKind::CompactionFilter => "compaction-filter",
         })
     }
 }
@@ -85,8 +97,9 @@ pub enum PluginError {
         actual: String,
     },
     #[error(
-        "plugin {name} exports neither {COPIER_EXPORT}.x nor {HOOK_EXPORT}.x (it exports: {exports}); \
-         build it against wit/plugin.wit ({WIT_PACKAGE})"
+        "plugin {name} exports none of {COPIER_EXPORT}.x, {HOOK_EXPORT}.x, {MERGE_EXPORT}.x or \
+         {FILTER_EXPORT}.x (it exports: {exports}); build it against wit/plugin.wit ({WIT_PACKAGE}) \
+         or wit/compaction ({COMPACTION_WIT_PACKAGE})"
     )]
     WrongWorld { name: String, exports: String },
     #[error("plugin {name} is a {actual} plugin, not a {expected}")]
@@ -180,6 +193,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 pub enum Loaded {
     Copier(Arc<copier::CopierPlugin>),
     Hook(Arc<hook::HookPlugin>),
+    MergeOperator(Arc<compaction::MergePlugin>),
+    CompactionFilter(Arc<compaction::FilterPlugin>),
 }
 
 impl Loaded {
@@ -187,6 +202,8 @@ impl Loaded {
         match self {
             Loaded::Copier(c) => c.info(),
             Loaded::Hook(h) => h.info(),
+            Loaded::MergeOperator(m) => m.info(),
+            Loaded::CompactionFilter(f) => f.info(),
         }
     }
 }
@@ -277,11 +294,7 @@ impl PluginSet {
     ) -> Result<&Arc<copier::CopierPlugin>, PluginError> {
         match self.get(name, node)? {
             Loaded::Copier(c) => Ok(c),
-            Loaded::Hook(_) => Err(PluginError::WrongKind {
-                name: name.into(),
-                expected: PluginKind::Copier,
-                actual: PluginKind::Hook,
-            }),
+            other => Err(wrong_kind(name, PluginKind::Copier, other)),
         }
     }
 
@@ -289,11 +302,31 @@ impl PluginSet {
     pub fn hook(&self, name: &str, node: &str) -> Result<&Arc<hook::HookPlugin>, PluginError> {
         match self.get(name, node)? {
             Loaded::Hook(h) => Ok(h),
-            Loaded::Copier(_) => Err(PluginError::WrongKind {
-                name: name.into(),
-                expected: PluginKind::Hook,
-                actual: PluginKind::Copier,
-            }),
+            other => Err(wrong_kind(name, PluginKind::Hook, other)),
+        }
+    }
+
+    /// The merge operator plugin `name`, or why this node cannot run it.
+    pub fn merge_operator(
+        &self,
+        name: &str,
+        node: &str,
+    ) -> Result<&Arc<compaction::MergePlugin>, PluginError> {
+        match self.get(name, node)? {
+            Loaded::MergeOperator(m) => Ok(m),
+            other => Err(wrong_kind(name, PluginKind::MergeOperator, other)),
+        }
+    }
+
+    /// The compaction filter plugin `name`, or why this node cannot run it.
+    pub fn compaction_filter(
+        &self,
+        name: &str,
+        node: &str,
+    ) -> Result<&Arc<compaction::FilterPlugin>, PluginError> {
+        match self.get(name, node)? {
+            Loaded::CompactionFilter(f) => Ok(f),
+            other => Err(wrong_kind(name, PluginKind::CompactionFilter, other)),
         }
     }
 
@@ -310,6 +343,14 @@ impl PluginSet {
             node: node.into(),
             detail,
         })
+    }
+}
+
+fn wrong_kind(name: &str, expected: PluginKind, actual: &Loaded) -> PluginError {
+    PluginError::WrongKind {
+        name: name.into(),
+        expected,
+        actual: actual.info().kind,
     }
 }
 
@@ -380,6 +421,14 @@ pub fn load_file(
     } else if has(HOOK_EXPORT) {
         hook::HookPlugin::new(runtime.clone(), info(PluginKind::Hook), &component)
             .map(|h| Loaded::Hook(Arc::new(h)))
+    } else if has(MERGE_EXPORT) {
+        let kind = PluginKind::MergeOperator;
+        compaction::MergePlugin::new(runtime.clone(), info(kind), &component)
+            .map(|m| Loaded::MergeOperator(Arc::new(m)))
+    } else if has(FILTER_EXPORT) {
+        let kind = PluginKind::CompactionFilter;
+        compaction::FilterPlugin::new(runtime.clone(), info(kind), &component)
+            .map(|f| Loaded::CompactionFilter(Arc::new(f)))
     } else {
         Err(PluginError::WrongWorld {
             name: name.into(),

@@ -172,6 +172,26 @@ impl PluginRuntime {
             .map_err(|e| load_error(name, e))
     }
 
+    /// Type-checks a compaction component, which imports nothing from
+    /// sleet: it gets WASI's clocks, randomness, an empty environment and
+    /// `exit`, all answered without I/O. Every other import (streams,
+    /// files, sockets) traps when called: a synchronous call cannot wait
+    /// on I/O, and a merge or a filter has no use for it.
+    pub fn instantiate_pre_pure(
+        &self,
+        name: &str,
+        component: &Component,
+    ) -> Result<InstancePre<HostState>, PluginError> {
+        let mut linker = Linker::new(&self.engine);
+        link_pure_wasi(&mut linker).map_err(|e| load_error(name, e))?;
+        linker
+            .define_unknown_imports_as_traps(component)
+            .map_err(|e| load_error(name, e))?;
+        linker
+            .instantiate_pre(component)
+            .map_err(|e| load_error(name, e))
+    }
+
     /// The component's exported interface names.
     pub fn export_names(&self, component: &Component) -> Vec<String> {
         component
@@ -179,6 +199,22 @@ impl PluginRuntime {
             .exports(&self.engine)
             .map(|(name, _)| name.to_string())
             .collect()
+    }
+
+    /// A store for synchronous calls into a compaction plugin: the same
+    /// caps as [`PluginRuntime::store`], but a call that outlives its
+    /// epoch deadline traps (there is no async runtime to yield to). The
+    /// caller sets the deadline before every call with
+    /// [`deadline_ticks`].
+    pub fn sync_store(&self, plugin: &str, memory_bytes: u64) -> Store<HostState> {
+        let mut store = Store::new(
+            &self.engine,
+            HostState::new(plugin, memory_bytes, Scope::default()),
+        );
+        store.limiter(|state| state.limiter());
+        store.set_hostcall_fuel(usize::try_from(memory_bytes).unwrap_or(usize::MAX));
+        store.epoch_deadline_trap();
+        store
     }
 
     /// A fresh store for one call: the plugin's memory cap, and an epoch
@@ -197,6 +233,31 @@ impl PluginRuntime {
         store.epoch_deadline_async_yield_and_update(1);
         store
     }
+}
+
+/// The WASI interfaces a compaction plugin may call synchronously: none
+/// of them does I/O (the stdio getters hand out streams whose methods
+/// are not linked, so writing to them traps).
+fn link_pure_wasi(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    use wasmtime_wasi::WasiView;
+    use wasmtime_wasi::cli::{WasiCli, WasiCliView};
+    use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
+    use wasmtime_wasi::p2::bindings::{cli, clocks, random};
+    use wasmtime_wasi::random::WasiRandom;
+    let l = linker;
+    clocks::wall_clock::add_to_linker::<HostState, WasiClocks>(l, |t| t.clocks())?;
+    clocks::monotonic_clock::add_to_linker::<HostState, WasiClocks>(l, |t| t.clocks())?;
+    random::random::add_to_linker::<HostState, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    random::insecure::add_to_linker::<HostState, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    random::insecure_seed::add_to_linker::<HostState, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    cli::exit::add_to_linker::<HostState, WasiCli>(l, |t| t.cli())?;
+    cli::environment::add_to_linker::<HostState, WasiCli>(l, |t| t.cli())?;
+    Ok(())
+}
+
+/// Epoch ticks that cover `timeout`, for a synchronous call's deadline.
+pub fn deadline_ticks(timeout: Duration) -> u64 {
+    (timeout.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64 + 1
 }
 
 /// Advances the engine's epoch every tick until the engine is dropped.

@@ -159,7 +159,8 @@ async fn slow_pass(pin_source: bool) -> (Result<u64, String>, String, tempfile::
         &[plugins.path().to_path_buf()],
         &Default::default(),
     );
-    let limits = sleet::config::FleetConfig::default().plugin_limits("throttle-copier", false);
+    let limits = sleet::config::FleetConfig::default()
+        .plugin_limits("throttle-copier", sleet::plugin::PluginKind::Copier);
     let copier = WasmCopier::new(
         set.copier("throttle-copier", "test").unwrap().clone(),
         vec![("bytes_per_second".into(), SLOW_PASS_BYTES_PER_SECOND.into())],

@@ -1,3 +1,5 @@
+//! Each test binary uses part of these helpers.
+#![allow(dead_code)]
 //! Builds the components under `plugins/` from source, once per test
 //! binary, for the wasm32-wasip2 target (`.ci/run` installs it).
 

@@ -238,11 +238,25 @@ impl Cluster {
     }
 
     pub fn spawn(&mut self, id: &str) {
+        self.spawn_with(id, |options| options);
+    }
+
+    /// Spawns a node with plugins loaded from `dir`.
+    pub fn spawn_with_plugins(&mut self, id: &str, dir: &std::path::Path) {
+        let cache = dir.join(".cache");
+        self.spawn_with(id, |options| {
+            options.with_plugin_dirs([dir.to_path_buf()], Some(cache))
+        });
+    }
+
+    fn spawn_with(&mut self, id: &str, configure: impl FnOnce(NodeOptions) -> NodeOptions) {
         let token = CancellationToken::new();
         let fleet = self.node_fleet.clone();
-        let options = NodeOptions::new(id)
-            .with_services(RUNNABLE)
-            .with_database_opener(self.opener());
+        let options = configure(
+            NodeOptions::new(id)
+                .with_services(RUNNABLE)
+                .with_database_opener(self.opener()),
+        );
         let child = token.clone();
         let handle = tokio::spawn(async move { fleet.run_node(options, child).await });
         self.nodes

@@ -6,6 +6,7 @@ mod chaos;
 mod cluster;
 #[path = "../core/common.rs"]
 mod common;
+mod compaction_plugins;
 mod db;
 mod idle;
 mod manifests;
@@ -16,6 +17,8 @@ mod proxy;
 mod s3_chaos;
 mod system;
 mod takeover;
+#[path = "../mirror/wasm.rs"]
+mod wasm;
 
 /// Tests whose timing bounds assume the machine is not also running the
 /// other heavy tests (the chaos rounds, real multi-process fleets,

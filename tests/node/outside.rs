@@ -371,6 +371,7 @@ async fn a_fence_by_another_fleet_node_is_not_an_outside_compactor() {
         settings.coordinator.clone(),
         settings.outside_compactor,
         settings.idle.for_coordinator(settings.gc.manifest.min_age),
+        Default::default(),
     );
     let handle = || {
         let (store, path) = test_store(&url);
@@ -383,7 +384,16 @@ async fn a_fence_by_another_fleet_node_is_not_an_outside_compactor() {
         let token = CancellationToken::new();
         let run_token = token.clone();
         let task = tokio::spawn(async move {
-            run_service(&db, &spec, &records, &|| {}, noop_recorder(), run_token).await
+            run_service(
+                &db,
+                &spec,
+                None,
+                &records,
+                &|| {},
+                noop_recorder(),
+                run_token,
+            )
+            .await
         });
         (token, task)
     };
