@@ -2,8 +2,12 @@
 //! a fresh instance, and per-call overhead, measured on the example
 //! plugins built from `plugins/`.
 //!
-//! `cargo bench --bench plugin`. The seeding comparison of plugin copiers
-//! against builtin is in `--bench mirror`. docs/performance.md records a run.
+//! `cargo bench --bench plugin` runs everything; `-- compaction` only the
+//! compaction of merge operands with the native counter against the wasm
+//! one (`SLEET_BENCH_MERGE_KEYS`, default 100,000 keys, and
+//! `SLEET_BENCH_MERGE_ROUNDS`, default 10 operands each). The seeding
+//! comparison of plugin copiers against builtin is in `--bench mirror`.
+//! docs/performance.md records a run.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,19 +16,26 @@ use sleet::config::FleetConfig;
 use sleet::plugin::hook::{HookRunner, HookSpec};
 use sleet::plugin::{PluginRuntime, PluginSet};
 
+#[path = "plugin/compaction.rs"]
+mod compaction;
+
 fn main() {
+    let only_compaction = std::env::args().any(|a| a == "compaction");
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     runtime.block_on(async {
         let target = std::env::temp_dir().join("sleet-bench-plugins");
         let built = sleet::testing::build_plugins(&target);
         let dir = tempfile::tempdir().expect("a plugin dir");
-        for name in ["verify-copier", "audit-hook"] {
+        for name in ["verify-copier", "audit-hook", "counter-merge"] {
             let file = format!("{}.wasm", name.replace('-', "_"));
             std::fs::copy(built.join(&file), dir.path().join(format!("{name}.wasm")))
                 .expect("copy a plugin");
         }
-        compile_times(dir.path());
-        call_costs(dir.path()).await;
+        if !only_compaction {
+            compile_times(dir.path());
+            call_costs(dir.path()).await;
+        }
+        compaction::run(dir.path()).await;
     });
 }
 
@@ -42,9 +53,9 @@ fn compile_times(dir: &std::path::Path) {
     let cached = PluginRuntime::new(Some(cache.path().to_path_buf())).expect("a runtime");
     let set = PluginSet::load(&cached, &dirs, &Default::default());
     let cached_time = warm.elapsed();
-    assert_eq!(set.infos().len(), 2);
+    assert_eq!(set.infos().len(), 3);
     println!(
-        "plugin: load 2 plugins (verify-copier, audit-hook): compiled {:.1} ms, from the cache {:.1} ms",
+        "plugin: load 3 plugins (verify-copier, audit-hook, counter-merge): compiled {:.1} ms, from the cache {:.1} ms",
         ms(uncached_time),
         ms(cached_time)
     );

@@ -407,6 +407,22 @@ fn plugin_warnings(
         {
             needed.push((format!("mirror target {target}"), plugin.clone()));
         }
+        if matches!(
+            assignment.service,
+            Service::CompactorCoordinator | Service::CompactionWorkers
+        ) {
+            let code = &settings.compaction_code;
+            let roles = [
+                ("merge_operator", &code.merge_operator),
+                ("compaction_filter", &code.compaction_filter),
+            ];
+            for (role, code) in roles {
+                if let Some(code) = code {
+                    let user = format!("{role} of {}", assignment.service);
+                    needed.push((user, code.plugin.clone()));
+                }
+            }
+        }
         for (user, plugin) in needed {
             let pin = fleet.plugins.get(&plugin).and_then(|g| g.sha256.clone());
             for node in &assignment.owners {

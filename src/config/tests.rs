@@ -541,3 +541,47 @@ fn a_short_manifest_min_age_without_boundary_files_is_a_hazard() {
         "GC does not run"
     );
 }
+
+#[test]
+fn compaction_code_layers_and_bad_values_are_named() {
+    let fleet = parse_fleet_config(
+        "[database]\nmerge_operator = \"plugin:counter-merge\"\n\
+         [database.compaction_filter_config]\nmax_age = \"7d\"\nnested.deep = 1\n",
+    )
+    .unwrap();
+    let inherited = fleet.resolve_database(&DatabaseConfig::default());
+    let code = &inherited.compaction_code;
+    assert_eq!(
+        code.merge_operator,
+        Some(CodeSettings {
+            plugin: "counter-merge".into(),
+            config: Vec::new()
+        })
+    );
+    assert_eq!(code.compaction_filter, None, "a config table alone names no filter");
+
+    let file: DatabaseConfig = toml::from_str(
+        "merge_operator = \"none\"\ncompaction_filter = \"plugin:ttl-filter\"\n\
+         [compaction_filter_config]\nmax_age = \"1h\"\n",
+    )
+    .unwrap();
+    let own = fleet.resolve_database(&file).compaction_code;
+    assert_eq!(own.merge_operator, None, "none opts out of the fleet's operator");
+    let filter = own.compaction_filter.expect("the database's filter");
+    assert_eq!(filter.plugin, "ttl-filter");
+    assert_eq!(
+        filter.config,
+        vec![
+            ("max_age".to_string(), "1h".to_string()),
+            ("nested.deep".to_string(), "1".to_string())
+        ],
+        "config tables merge by key across layers"
+    );
+
+    let err = |toml: &str| parse_fleet_config(toml).unwrap_err().to_string();
+    let bare = err("[database]\nmerge_operator = \"counter\"");
+    assert!(bare.contains("\"counter\" is not plugin:<name> or none"), "{bare}");
+    assert!(bare.contains("merge_operator"), "names the field: {bare}");
+    let bad = err("[database]\ncompaction_filter = \"plugin:no spaces\"");
+    assert!(bad.contains("invalid plugin name \"no spaces\""), "{bad}");
+}

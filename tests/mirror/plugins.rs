@@ -925,3 +925,65 @@ async fn a_verify_on_a_terminal_shows_a_progress_bar_and_json_does_not() {
     assert_eq!(reply["problems"], serde_json::json!([]));
     assert!(reply["manifests_checked"].as_u64().unwrap() >= 2, "{reply}");
 }
+
+#[test]
+fn plugin_check_configures_merge_operators_and_compaction_filters_as_compactors_would() {
+    use crate::common::{json, ok, sleet};
+    let dir = plugin_dir(&["counter-merge", "ttl-filter"]);
+    let dir_arg = dir.path().to_str().unwrap();
+    let listed = json(&ok(sleet(&[
+        "plugin",
+        "list",
+        "--plugin-dir",
+        dir_arg,
+        "--format",
+        "json",
+    ])));
+    let kinds: Vec<(&str, &str)> = listed["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap(), p["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("counter-merge", "merge-operator"),
+            ("ttl-filter", "compaction-filter")
+        ]
+    );
+
+    let config = tempfile::NamedTempFile::new().unwrap();
+    let config_arg = config.path().to_str().unwrap();
+    let check = |body: &str| {
+        std::fs::write(config.path(), body).unwrap();
+        let out = sleet(&[
+            "plugin",
+            "check",
+            "--plugin-dir",
+            dir_arg,
+            "--config",
+            config_arg,
+        ]);
+        (out.status.code(), String::from_utf8(out.stdout).unwrap())
+    };
+    let (code, out) = check(
+        "[database]\nmerge_operator = \"plugin:ttl-filter\"\n\
+         compaction_filter = \"plugin:ttl-filter\"\n",
+    );
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("merge_operator: plugin ttl-filter is a compaction-filter plugin, not a merge-operator"),
+        "{out}"
+    );
+    assert!(
+        out.contains("compaction_filter: plugin ttl-filter rejected its config: max_age is required"),
+        "{out}"
+    );
+    let (code, out) = check(
+        "[database]\nmerge_operator = \"plugin:counter-merge\"\n\
+         compaction_filter = \"plugin:ttl-filter\"\n\
+         [database.compaction_filter_config]\nmax_age = \"7d\"\n",
+    );
+    assert_eq!(code, Some(0), "{out}");
+}

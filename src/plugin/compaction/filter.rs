@@ -19,7 +19,7 @@ use super::super::bindings::filter_world::{CompactionFilterPlugin, CompactionFil
 use super::super::host::HostState;
 use super::super::runtime::{PluginRuntime, load_error};
 use super::super::{PluginError, PluginInfo, PluginLimits};
-use super::{CodeSpec, FailureReport, call_within, fresh_store, plugin_message};
+use super::{Backoff, CodeSpec, FailureReport, call_within, fresh_store, plugin_message};
 
 /// A compiled compaction filter plugin.
 pub struct FilterPlugin {
@@ -89,8 +89,12 @@ impl FilterPlugin {
         Ok(WasmFilterSupplier {
             plugin: self.clone(),
             spec: spec.clone(),
-            database: database.to_string(),
-            report,
+            failures: Failures {
+                plugin: self.info.name.clone(),
+                database: database.to_string(),
+                report,
+                backoff: Arc::new(Backoff::new()),
+            },
         })
     }
 }
@@ -99,20 +103,28 @@ impl FilterPlugin {
 pub struct WasmFilterSupplier {
     plugin: Arc<FilterPlugin>,
     spec: CodeSpec,
-    database: String,
-    report: FailureReport,
+    failures: Failures,
 }
 
-/// How a failed filter call names itself, and reaches status.
+/// How a failed filter call names itself, reaches status, and backs off
+/// (shared by every job of the database).
 #[derive(Clone)]
 struct Failures {
     plugin: String,
     database: String,
     report: FailureReport,
+    backoff: Arc<Backoff>,
 }
 
 impl Failures {
     fn fail(&self, why: impl std::fmt::Display) -> Box<dyn std::error::Error + Send + Sync> {
+        let why = why.to_string();
+        self.backoff.failed(&why);
+        self.fail_fast(why)
+    }
+
+    /// Reports a job refused while backing off.
+    fn fail_fast(&self, why: impl std::fmt::Display) -> Box<dyn std::error::Error + Send + Sync> {
         let message = format!(
             "compaction filter plugin {} failed compacting {}: {why}",
             self.plugin, self.database
@@ -128,11 +140,10 @@ impl CompactionFilterSupplier for WasmFilterSupplier {
         &self,
         context: &CompactionJobContext,
     ) -> Result<Box<dyn CompactionFilter>, CompactionFilterError> {
-        let failures = Failures {
-            plugin: self.plugin.info.name.clone(),
-            database: self.database.clone(),
-            report: self.report.clone(),
-        };
+        let failures = self.failures.clone();
+        if let Err(why) = failures.backoff.check() {
+            return Err(CompactionFilterError::CreationError(failures.fail_fast(why)));
+        }
         let limits = &self.spec.limits;
         let memory = self.plugin.runtime.memory_share(limits.memory_bytes).await;
         let mut instance = self
@@ -221,7 +232,9 @@ impl CompactionFilter for WasmFilter {
 
     async fn on_compaction_end(&mut self) -> Result<(), CompactionFilterError> {
         self.end()
-            .map_err(|why| CompactionFilterError::CompactionEndError(self.failures.fail(why)))
+            .map_err(|why| CompactionFilterError::CompactionEndError(self.failures.fail(why)))?;
+        self.failures.backoff.succeeded();
+        Ok(())
     }
 }
 

@@ -11,7 +11,7 @@ use super::super::bindings::merge_world::{MergeOperatorPlugin, MergeOperatorPlug
 use super::super::host::HostState;
 use super::super::runtime::{PluginRuntime, load_error};
 use super::super::{PluginError, PluginInfo, PluginLimits};
-use super::{CodeSpec, FailureReport, call_within, fresh_store, plugin_message};
+use super::{Backoff, CodeSpec, FailureReport, call_within, fresh_store, plugin_message};
 
 /// A compiled merge operator plugin.
 pub struct MergePlugin {
@@ -85,6 +85,7 @@ impl MergePlugin {
             limits: spec.limits.clone(),
             database: database.to_string(),
             report,
+            backoff: Backoff::new(),
             idle: Mutex::new(vec![first]),
             keep: idle_instances(),
         })
@@ -104,6 +105,7 @@ pub struct WasmMergeOperator {
     limits: PluginLimits,
     database: String,
     report: FailureReport,
+    backoff: Backoff,
     idle: Mutex<Vec<MergeInstance>>,
     keep: usize,
 }
@@ -124,8 +126,14 @@ impl WasmMergeOperator {
         }
     }
 
-    /// Reports the failure and turns it into SlateDB's error.
+    /// Reports the failure, backs off, and turns it into SlateDB's error.
     fn fail(&self, why: String) -> MergeOperatorError {
+        self.backoff.failed(&why);
+        self.fail_fast(why)
+    }
+
+    /// Reports a call refused while backing off.
+    fn fail_fast(&self, why: String) -> MergeOperatorError {
         let message = format!(
             "merge operator plugin {} failed compacting {}: {why}",
             self.plugin.info.name, self.database
@@ -140,6 +148,7 @@ impl WasmMergeOperator {
         existing: Option<Bytes>,
         operands: &[Bytes],
     ) -> Result<Bytes, MergeOperatorError> {
+        self.backoff.check().map_err(|why| self.fail_fast(why))?;
         let mut instance = self.take().map_err(|e| self.fail(e.to_string()))?;
         let operands: Vec<Vec<u8>> = operands.iter().map(|o| o.to_vec()).collect();
         let MergeInstance { store, bindings } = &mut instance;
@@ -154,6 +163,7 @@ impl WasmMergeOperator {
         match result {
             Ok(Ok(merged)) => {
                 self.give_back(instance);
+                self.backoff.succeeded();
                 Ok(Bytes::from(merged))
             }
             Ok(Err(message)) => {

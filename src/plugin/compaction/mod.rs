@@ -13,8 +13,9 @@
 mod filter;
 mod merge;
 
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use wasmtime::Store;
 
@@ -77,7 +78,107 @@ fn plugin_message(message: String) -> String {
     bounded(&message, MAX_MESSAGE)
 }
 
+/// After a failed call, how long a database's compactions fail fast
+/// instead of calling the plugin again, doubling per failure up to
+/// [`MAX_BACKOFF`]. A merge or filter is deterministic, so SlateDB's own
+/// retry (within a poll interval) would only repeat the failure, and a
+/// looping plugin would hold a compactor thread for its whole deadline
+/// every time.
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// The backoff of one database's plugin: a lock-free check on the call
+/// path, a lock only when a call fails or first succeeds after failures.
+struct Backoff {
+    epoch: Instant,
+    /// Milliseconds after `epoch` before which calls fail fast; 0 when
+    /// the last call succeeded.
+    until_ms: AtomicU64,
+    failure: Mutex<Option<(Duration, String)>>,
+}
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff {
+            epoch: Instant::now(),
+            until_ms: AtomicU64::new(0),
+            failure: Mutex::new(None),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// `Err` with the last failure while backing off.
+    fn check(&self) -> Result<(), String> {
+        let until = self.until_ms.load(Ordering::Relaxed);
+        if until == 0 || self.now_ms() >= until {
+            return Ok(());
+        }
+        let failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        let (delay, why) = failure.as_ref().map_or((Duration::ZERO, ""), |(d, w)| (*d, w));
+        Err(format!(
+            "backing off for up to {} after: {why}",
+            crate::HumanDuration(delay)
+        ))
+    }
+
+    /// Starts or doubles the backoff after `why`.
+    fn failed(&self, why: &str) {
+        let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        let delay = failure
+            .as_ref()
+            .map_or(FIRST_BACKOFF, |(d, _)| (*d * 2).min(MAX_BACKOFF));
+        *failure = Some((delay, why.to_string()));
+        let until = self.now_ms() + delay.as_millis() as u64;
+        self.until_ms.store(until.max(1), Ordering::Relaxed);
+    }
+
+    /// Ends any backoff once a call succeeds.
+    fn succeeded(&self) {
+        if self.until_ms.load(Ordering::Relaxed) != 0 {
+            *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            self.until_ms.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
 /// A fresh store for `limits`, named after the plugin.
 fn fresh_store(runtime: &PluginRuntime, plugin: &str, limits: &PluginLimits) -> Store<HostState> {
     runtime.sync_store(plugin, limits.memory_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_fails_calls_fast_for_a_doubling_while_and_a_success_ends_it() {
+        let backoff = Backoff::new();
+        assert!(backoff.check().is_ok());
+        backoff.failed("trapped");
+        let err = backoff.check().expect_err("backing off");
+        assert!(err.contains("trapped") && err.contains("1s"), "{err}");
+        backoff.failed("trapped again");
+        let err = backoff.check().expect_err("still backing off");
+        assert!(err.contains("2s") && err.contains("trapped again"), "{err}");
+        for _ in 0..10 {
+            backoff.failed("again");
+        }
+        let err = backoff.check().expect_err("capped");
+        assert!(err.contains("1m"), "capped at a minute: {err}");
+        backoff.succeeded();
+        assert!(backoff.check().is_ok());
+        backoff.failed("once more");
+        assert!(backoff.check().unwrap_err().contains("1s"), "starts over");
+    }
+
+    #[test]
+    fn a_backoff_ends_by_itself() {
+        let backoff = Backoff::new();
+        backoff.failed("x");
+        backoff.until_ms.store(backoff.now_ms().max(1), Ordering::Relaxed);
+        assert!(backoff.check().is_ok(), "the window passed");
+    }
 }
