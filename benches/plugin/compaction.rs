@@ -29,7 +29,9 @@ impl MergeOperator for NativeCounter {
         existing: Option<Bytes>,
         value: Bytes,
     ) -> Result<Bytes, MergeOperatorError> {
-        let total = existing.map_or(0, |e| counter(&e)).wrapping_add(counter(&value));
+        let total = existing
+            .map_or(0, |e| counter(&e))
+            .wrapping_add(counter(&value));
         Ok(Bytes::copy_from_slice(&total.to_le_bytes()))
     }
 
@@ -252,10 +254,7 @@ pub async fn run(plugin_dir: &std::path::Path) {
             input as f64 / 1e6 / took
         );
     }
-    println!(
-        "compaction: wasm at {:.2}x native",
-        seconds[0] / seconds[1]
-    );
+    println!("compaction: wasm at {:.2}x native", seconds[0] / seconds[1]);
     assert_eq!(
         read_sample(copies[0].path(), keys).await,
         read_sample(copies[1].path(), keys).await,

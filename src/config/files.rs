@@ -121,8 +121,8 @@ impl TryFrom<String> for CodeChoice {
                 "invalid plugin name \"{name}\": plugin names are 1-128 chars of [A-Za-z0-9_-]"
             )),
             None => Err(format!(
-                "\"{value}\" is not plugin:<name> or none (application code runs only as a \
-                 WebAssembly plugin)"
+                "\"{value}\" is not plugin:<name> or none (merge_operator and \
+                 compaction_filter run application code only as WebAssembly plugins)"
             )),
         }
     }

@@ -558,7 +558,10 @@ fn compaction_code_layers_and_bad_values_are_named() {
             config: Vec::new()
         })
     );
-    assert_eq!(code.compaction_filter, None, "a config table alone names no filter");
+    assert_eq!(
+        code.compaction_filter, None,
+        "a config table alone names no filter"
+    );
 
     let file: DatabaseConfig = toml::from_str(
         "merge_operator = \"none\"\ncompaction_filter = \"plugin:ttl-filter\"\n\
@@ -566,7 +569,10 @@ fn compaction_code_layers_and_bad_values_are_named() {
     )
     .unwrap();
     let own = fleet.resolve_database(&file).compaction_code;
-    assert_eq!(own.merge_operator, None, "none opts out of the fleet's operator");
+    assert_eq!(
+        own.merge_operator, None,
+        "none opts out of the fleet's operator"
+    );
     let filter = own.compaction_filter.expect("the database's filter");
     assert_eq!(filter.plugin, "ttl-filter");
     assert_eq!(
@@ -580,7 +586,10 @@ fn compaction_code_layers_and_bad_values_are_named() {
 
     let err = |toml: &str| parse_fleet_config(toml).unwrap_err().to_string();
     let bare = err("[database]\nmerge_operator = \"counter\"");
-    assert!(bare.contains("\"counter\" is not plugin:<name> or none"), "{bare}");
+    assert!(
+        bare.contains("\"counter\" is not plugin:<name> or none"),
+        "{bare}"
+    );
     assert!(bare.contains("merge_operator"), "names the field: {bare}");
     let bad = err("[database]\ncompaction_filter = \"plugin:no spaces\"");
     assert!(bad.contains("invalid plugin name \"no spaces\""), "{bad}");

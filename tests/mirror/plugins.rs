@@ -973,11 +973,15 @@ fn plugin_check_configures_merge_operators_and_compaction_filters_as_compactors_
     );
     assert_eq!(code, Some(1), "{out}");
     assert!(
-        out.contains("merge_operator: plugin ttl-filter is a compaction-filter plugin, not a merge-operator"),
+        out.contains(
+            "merge_operator: plugin ttl-filter is a compaction-filter plugin, not a merge-operator"
+        ),
         "{out}"
     );
     assert!(
-        out.contains("compaction_filter: plugin ttl-filter rejected its config: max_age is required"),
+        out.contains(
+            "compaction_filter: plugin ttl-filter rejected its config: max_age is required"
+        ),
         "{out}"
     );
     let (code, out) = check(

@@ -142,7 +142,9 @@ impl CompactionFilterSupplier for WasmFilterSupplier {
     ) -> Result<Box<dyn CompactionFilter>, CompactionFilterError> {
         let failures = self.failures.clone();
         if let Err(why) = failures.backoff.check() {
-            return Err(CompactionFilterError::CreationError(failures.fail_fast(why)));
+            return Err(CompactionFilterError::CreationError(
+                failures.fail_fast(why),
+            ));
         }
         let limits = &self.spec.limits;
         let memory = self.plugin.runtime.memory_share(limits.memory_bytes).await;
