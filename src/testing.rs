@@ -470,3 +470,40 @@ pub fn local_s3_bucket(endpoint: &str, bucket: &str) -> Arc<dyn ObjectStore> {
             .expect("an S3 client"),
     )
 }
+
+/// The usual application counter, in Rust: values and operands are u64,
+/// little-endian, added with wrapping. Tests and benchmarks write and read
+/// with it; the `counter-merge` plugin must compute exactly the same.
+#[derive(Debug, Clone, Copy)]
+pub struct NativeCounter;
+
+impl NativeCounter {
+    /// A counter's value (panics on bytes that are not 8 long).
+    pub fn read(bytes: &[u8]) -> u64 {
+        u64::from_le_bytes(bytes.try_into().expect("8-byte counters"))
+    }
+}
+
+impl slatedb::MergeOperator for NativeCounter {
+    fn merge(
+        &self,
+        _key: &bytes::Bytes,
+        existing: Option<bytes::Bytes>,
+        value: bytes::Bytes,
+    ) -> Result<bytes::Bytes, slatedb::MergeOperatorError> {
+        self.merge_batch(_key, existing, std::slice::from_ref(&value))
+    }
+
+    fn merge_batch(
+        &self,
+        _key: &bytes::Bytes,
+        existing: Option<bytes::Bytes>,
+        operands: &[bytes::Bytes],
+    ) -> Result<bytes::Bytes, slatedb::MergeOperatorError> {
+        let start = existing.map_or(0, |e| Self::read(&e));
+        let total = operands
+            .iter()
+            .fold(start, |sum, o| sum.wrapping_add(Self::read(o)));
+        Ok(bytes::Bytes::copy_from_slice(&total.to_le_bytes()))
+    }
+}

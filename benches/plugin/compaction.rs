@@ -10,44 +10,11 @@ use bytes::Bytes;
 use object_store::ObjectStore;
 use object_store::path::Path;
 use slatedb::config::{FlushOptions, FlushType, Settings};
-use slatedb::{CompactorBuilder, Db, DbReader, MergeOperator, MergeOperatorError, WriteBatch};
+use slatedb::{CompactorBuilder, Db, DbReader, MergeOperator, WriteBatch};
 use sleet::config::{DatabaseConfig, FleetConfig};
 use sleet::plugin::compaction::{CodeSpec, unreported};
 use sleet::plugin::{PluginKind, PluginRuntime, PluginSet};
-
-/// The application's counter: u64 little-endian, added.
-struct NativeCounter;
-
-fn counter(bytes: &[u8]) -> u64 {
-    u64::from_le_bytes(bytes.try_into().expect("8-byte counters"))
-}
-
-impl MergeOperator for NativeCounter {
-    fn merge(
-        &self,
-        _key: &Bytes,
-        existing: Option<Bytes>,
-        value: Bytes,
-    ) -> Result<Bytes, MergeOperatorError> {
-        let total = existing
-            .map_or(0, |e| counter(&e))
-            .wrapping_add(counter(&value));
-        Ok(Bytes::copy_from_slice(&total.to_le_bytes()))
-    }
-
-    fn merge_batch(
-        &self,
-        _key: &Bytes,
-        existing: Option<Bytes>,
-        operands: &[Bytes],
-    ) -> Result<Bytes, MergeOperatorError> {
-        let start = existing.map_or(0, |e| counter(&e));
-        let total = operands
-            .iter()
-            .fold(start, |sum, o| sum.wrapping_add(counter(o)));
-        Ok(Bytes::copy_from_slice(&total.to_le_bytes()))
-    }
-}
+use sleet::testing::NativeCounter;
 
 type Operator = Arc<dyn MergeOperator + Send + Sync>;
 

@@ -7,35 +7,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use slatedb::config::{FlushOptions, FlushType};
-use slatedb::{Db, DbReader, MergeOperator, MergeOperatorError, WriteBatch};
+use slatedb::{Db, DbReader, MergeOperator, WriteBatch};
 use slatedb_common::clock::{DefaultSystemClock, SystemClock, SystemClockTicker};
 
 use crate::cluster::{Cluster, compacted, fast_fleet, poll_until};
 use crate::{db, wasm};
-
-/// The application's own counter, in Rust: what the `counter-merge`
-/// plugin must compute exactly.
-struct NativeCounter;
-
-fn counter(bytes: &[u8]) -> u64 {
-    u64::from_le_bytes(bytes.try_into().expect("8-byte counters"))
-}
-
-impl MergeOperator for NativeCounter {
-    fn merge(
-        &self,
-        _key: &Bytes,
-        existing: Option<Bytes>,
-        value: Bytes,
-    ) -> Result<Bytes, MergeOperatorError> {
-        let total = existing
-            .map_or(0, |e| counter(&e))
-            .wrapping_add(counter(&value));
-        Ok(Bytes::copy_from_slice(&total.to_le_bytes()))
-    }
-}
+use sleet::testing::NativeCounter;
 
 fn native_counter() -> Arc<dyn MergeOperator + Send + Sync> {
     Arc::new(NativeCounter)
@@ -86,7 +64,7 @@ async fn read_counters(url: &str, keys: impl Iterator<Item = String>) -> BTreeMa
     let mut read = BTreeMap::new();
     for key in keys {
         let value = reader.get(key.as_bytes()).await.expect("get");
-        read.insert(key, value.map_or(u64::MAX, |v| counter(&v)));
+        read.insert(key, value.map_or(u64::MAX, |v| NativeCounter::read(&v)));
     }
     reader.close().await.expect("close reader");
     read

@@ -10,73 +10,53 @@ use slatedb::{
     CompactionJobContext, RowEntry, ValueDeletable,
 };
 use wasmtime::Store;
-use wasmtime::component::Component;
+use wasmtime::component::InstancePre;
 
 use super::super::bindings::filter_world::exports::sleet::compaction::compaction_filter::{
     Decision, Entry, Job, Value,
 };
 use super::super::bindings::filter_world::{CompactionFilterPlugin, CompactionFilterPluginPre};
 use super::super::host::HostState;
-use super::super::runtime::{PluginRuntime, load_error};
-use super::super::{PluginError, PluginInfo, PluginLimits};
-use super::{Backoff, CodeSpec, FailureReport, call_within, fresh_store, plugin_message};
+use super::super::{PluginError, PluginLimits};
+use super::{
+    Backoff, CodeSpec, CompiledPlugin, FailureReport, Instance, World, call_within, plugin_message,
+};
 
 /// A compiled compaction filter plugin.
-pub struct FilterPlugin {
-    runtime: Arc<PluginRuntime>,
-    info: PluginInfo,
-    pre: CompactionFilterPluginPre<HostState>,
-}
+pub type FilterPlugin = CompiledPlugin<FilterWorld>;
 
-/// A configured instance.
-struct FilterInstance {
-    store: Store<HostState>,
-    bindings: CompactionFilterPlugin,
+type FilterInstance = Instance<CompactionFilterPlugin>;
+
+/// The `compaction-filter-plugin` world.
+pub struct FilterWorld;
+
+impl World for FilterWorld {
+    type Pre = CompactionFilterPluginPre<HostState>;
+    type Bindings = CompactionFilterPlugin;
+
+    fn prepare(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre> {
+        CompactionFilterPluginPre::new(pre)
+    }
+
+    fn instantiate(
+        pre: &Self::Pre,
+        store: &mut Store<HostState>,
+    ) -> wasmtime::Result<CompactionFilterPlugin> {
+        pre.instantiate(store)
+    }
+
+    fn configure(
+        bindings: &CompactionFilterPlugin,
+        store: &mut Store<HostState>,
+        config: &Vec<(String, String)>,
+    ) -> wasmtime::Result<Result<(), String>> {
+        bindings
+            .sleet_compaction_compaction_filter()
+            .call_configure(store, config)
+    }
 }
 
 impl FilterPlugin {
-    pub(in crate::plugin) fn new(
-        runtime: Arc<PluginRuntime>,
-        info: PluginInfo,
-        component: &Component,
-    ) -> Result<FilterPlugin, PluginError> {
-        let pre = runtime.instantiate_pre_pure(&info.name, component)?;
-        let pre = CompactionFilterPluginPre::new(pre).map_err(|e| load_error(&info.name, e))?;
-        Ok(FilterPlugin { runtime, info, pre })
-    }
-
-    pub fn info(&self) -> &PluginInfo {
-        &self.info
-    }
-
-    fn instance(
-        &self,
-        config: &[(String, String)],
-        limits: &PluginLimits,
-    ) -> Result<FilterInstance, PluginError> {
-        let mut store = fresh_store(&self.runtime, &self.info.name, limits);
-        let bindings = call_within(&mut store, limits, |store| self.pre.instantiate(store))?;
-        let configured = call_within(&mut store, limits, |store| {
-            bindings
-                .sleet_compaction_compaction_filter()
-                .call_configure(store, &config.to_vec())
-        })?;
-        configured.map_err(|message| PluginError::Config {
-            name: self.info.name.clone(),
-            message: plugin_message(message),
-        })?;
-        Ok(FilterInstance { store, bindings })
-    }
-
-    /// Instantiates and configures the plugin (`sleet plugin check`).
-    pub fn check(
-        &self,
-        config: &[(String, String)],
-        limits: &PluginLimits,
-    ) -> Result<(), PluginError> {
-        self.instance(config, limits).map(|_| ())
-    }
-
     /// The supplier `database`'s compactor runs. One instance is made
     /// now, so a plugin that rejects its config fails the task at start.
     pub fn supplier(

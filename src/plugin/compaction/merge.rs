@@ -5,71 +5,50 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use slatedb::{MergeOperator, MergeOperatorError};
 use wasmtime::Store;
-use wasmtime::component::Component;
+use wasmtime::component::InstancePre;
 
 use super::super::bindings::merge_world::{MergeOperatorPlugin, MergeOperatorPluginPre};
 use super::super::host::HostState;
-use super::super::runtime::{PluginRuntime, load_error};
-use super::super::{PluginError, PluginInfo, PluginLimits};
-use super::{Backoff, CodeSpec, FailureReport, call_within, fresh_store, plugin_message};
+use super::super::{PluginError, PluginLimits};
+use super::{
+    Backoff, CodeSpec, CompiledPlugin, FailureReport, Instance, World, call_within, plugin_message,
+};
 
 /// A compiled merge operator plugin.
-pub struct MergePlugin {
-    runtime: Arc<PluginRuntime>,
-    info: PluginInfo,
-    pre: MergeOperatorPluginPre<HostState>,
-}
+pub type MergePlugin = CompiledPlugin<MergeWorld>;
 
-/// A configured instance, ready for `merge-batch` calls.
-struct MergeInstance {
-    store: Store<HostState>,
-    bindings: MergeOperatorPlugin,
+type MergeInstance = Instance<MergeOperatorPlugin>;
+
+/// The `merge-operator-plugin` world.
+pub struct MergeWorld;
+
+impl World for MergeWorld {
+    type Pre = MergeOperatorPluginPre<HostState>;
+    type Bindings = MergeOperatorPlugin;
+
+    fn prepare(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre> {
+        MergeOperatorPluginPre::new(pre)
+    }
+
+    fn instantiate(
+        pre: &Self::Pre,
+        store: &mut Store<HostState>,
+    ) -> wasmtime::Result<MergeOperatorPlugin> {
+        pre.instantiate(store)
+    }
+
+    fn configure(
+        bindings: &MergeOperatorPlugin,
+        store: &mut Store<HostState>,
+        config: &Vec<(String, String)>,
+    ) -> wasmtime::Result<Result<(), String>> {
+        bindings
+            .sleet_compaction_merge_operator()
+            .call_configure(store, config)
+    }
 }
 
 impl MergePlugin {
-    pub(in crate::plugin) fn new(
-        runtime: Arc<PluginRuntime>,
-        info: PluginInfo,
-        component: &Component,
-    ) -> Result<MergePlugin, PluginError> {
-        let pre = runtime.instantiate_pre_pure(&info.name, component)?;
-        let pre = MergeOperatorPluginPre::new(pre).map_err(|e| load_error(&info.name, e))?;
-        Ok(MergePlugin { runtime, info, pre })
-    }
-
-    pub fn info(&self) -> &PluginInfo {
-        &self.info
-    }
-
-    /// A fresh instance that accepted `config`.
-    fn instance(
-        &self,
-        config: &[(String, String)],
-        limits: &PluginLimits,
-    ) -> Result<MergeInstance, PluginError> {
-        let mut store = fresh_store(&self.runtime, &self.info.name, limits);
-        let bindings = call_within(&mut store, limits, |store| self.pre.instantiate(store))?;
-        let configured = call_within(&mut store, limits, |store| {
-            bindings
-                .sleet_compaction_merge_operator()
-                .call_configure(store, &config.to_vec())
-        })?;
-        configured.map_err(|message| PluginError::Config {
-            name: self.info.name.clone(),
-            message: plugin_message(message),
-        })?;
-        Ok(MergeInstance { store, bindings })
-    }
-
-    /// Instantiates and configures the plugin (`sleet plugin check`).
-    pub fn check(
-        &self,
-        config: &[(String, String)],
-        limits: &PluginLimits,
-    ) -> Result<(), PluginError> {
-        self.instance(config, limits).map(|_| ())
-    }
-
     /// The operator `database`'s compactor runs. One instance is made
     /// now, so a plugin that rejects its config fails the task at start.
     pub fn operator(

@@ -19,13 +19,15 @@ use std::time::{Duration, Instant};
 
 use wasmtime::Store;
 
-pub use filter::{FilterPlugin, WasmFilterSupplier};
-pub use merge::{MergePlugin, WasmMergeOperator};
+pub use filter::{FilterPlugin, FilterWorld, WasmFilterSupplier};
+pub use merge::{MergePlugin, MergeWorld, WasmMergeOperator};
+
+use wasmtime::component::{Component, InstancePre};
 
 use super::host::HostState;
-use super::runtime::{PluginRuntime, call_error, deadline_ticks};
+use super::runtime::{PluginRuntime, call_error, deadline_ticks, load_error};
 use super::text::{MAX_MESSAGE, bounded};
-use super::{PluginError, PluginLimits};
+use super::{PluginError, PluginInfo, PluginLimits};
 
 /// One compaction plugin a database uses, with everything a config change
 /// could alter (a change restarts the database's compactor tasks).
@@ -146,9 +148,83 @@ impl Backoff {
     }
 }
 
-/// A fresh store for `limits`, named after the plugin.
-fn fresh_store(runtime: &PluginRuntime, plugin: &str, limits: &PluginLimits) -> Store<HostState> {
-    runtime.sync_store(plugin, limits.memory_bytes)
+/// A configured instance of a compaction plugin, with the store it lives in.
+struct Instance<B> {
+    store: Store<HostState>,
+    bindings: B,
+}
+
+/// What sets one compaction world apart, for [`CompiledPlugin`]: its
+/// generated bindings and how to reach its `configure` export.
+pub trait World {
+    type Pre: Send + Sync;
+    type Bindings;
+    fn prepare(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre>;
+    fn instantiate(
+        pre: &Self::Pre,
+        store: &mut Store<HostState>,
+    ) -> wasmtime::Result<Self::Bindings>;
+    /// `config` is a `&Vec` because the generated binding takes one.
+    #[allow(clippy::ptr_arg)]
+    fn configure(
+        bindings: &Self::Bindings,
+        store: &mut Store<HostState>,
+        config: &Vec<(String, String)>,
+    ) -> wasmtime::Result<Result<(), String>>;
+}
+
+/// A compiled compaction plugin of world `W`, ready to instantiate.
+pub struct CompiledPlugin<W: World> {
+    runtime: Arc<PluginRuntime>,
+    info: PluginInfo,
+    pre: W::Pre,
+}
+
+impl<W: World> CompiledPlugin<W> {
+    pub(in crate::plugin) fn new(
+        runtime: Arc<PluginRuntime>,
+        info: PluginInfo,
+        component: &Component,
+    ) -> Result<Self, PluginError> {
+        let pre = runtime.instantiate_pre_pure(&info.name, component)?;
+        let pre = W::prepare(pre).map_err(|e| load_error(&info.name, e))?;
+        Ok(CompiledPlugin { runtime, info, pre })
+    }
+
+    pub fn info(&self) -> &PluginInfo {
+        &self.info
+    }
+
+    /// A fresh instance, in a store of its own under `limits`, that
+    /// accepted `config`.
+    fn instance(
+        &self,
+        config: &[(String, String)],
+        limits: &PluginLimits,
+    ) -> Result<Instance<W::Bindings>, PluginError> {
+        let mut store = self
+            .runtime
+            .sync_store(&self.info.name, limits.memory_bytes);
+        let bindings = call_within(&mut store, limits, |store| W::instantiate(&self.pre, store))?;
+        let config = config.to_vec();
+        call_within(&mut store, limits, |store| {
+            W::configure(&bindings, store, &config)
+        })?
+        .map_err(|message| PluginError::Config {
+            name: self.info.name.clone(),
+            message: plugin_message(message),
+        })?;
+        Ok(Instance { store, bindings })
+    }
+
+    /// Instantiates and configures the plugin (`sleet plugin check`).
+    pub fn check(
+        &self,
+        config: &[(String, String)],
+        limits: &PluginLimits,
+    ) -> Result<(), PluginError> {
+        self.instance(config, limits).map(|_| ())
+    }
 }
 
 #[cfg(test)]
