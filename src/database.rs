@@ -14,7 +14,8 @@ use slatedb::{CloseReason, ErrorKind};
 
 use crate::registry::{UrlError, canonicalize_database_url};
 use crate::response::QueueStatus;
-use crate::store::{StoreRoot, open_url};
+use crate::s3_copy::S3Address;
+use crate::store::{StoreRoot, open_url_with_address};
 
 /// How long one SlateDB admin read may take before it counts as failed.
 /// `Admin` retries store errors without limit, so every call that can
@@ -60,6 +61,8 @@ pub struct DatabaseHandle {
     admin: Arc<Admin>,
     store: Arc<dyn ObjectStore>,
     path: Path,
+    /// For an S3 database, its bucket's address (server-side copies).
+    s3: Option<Arc<S3Address>>,
 }
 
 impl std::fmt::Debug for DatabaseHandle {
@@ -75,11 +78,12 @@ impl DatabaseHandle {
     /// environment. Reads nothing yet.
     pub fn open(url: &str) -> Result<DatabaseHandle, DatabaseError> {
         let canonical = canonicalize_database_url(url)?;
-        let (store, path) = open_url(&canonical).map_err(|source| DatabaseError::Store {
-            url: canonical.clone(),
-            source,
-        })?;
-        Ok(DatabaseHandle::from_parts(canonical, store, path))
+        let (store, path, s3) =
+            open_url_with_address(&canonical).map_err(|source| DatabaseError::Store {
+                url: canonical.clone(),
+                source,
+            })?;
+        Ok(DatabaseHandle::from_parts(canonical, store, path).with_s3_address(s3))
     }
 
     /// A handle over an existing store (tests, custom stores).
@@ -90,7 +94,15 @@ impl DatabaseHandle {
             admin,
             store,
             path,
+            s3: None,
         }
+    }
+
+    /// The same handle, knowing its S3 bucket's address (tests and
+    /// benchmarks that build S3 stores themselves).
+    pub fn with_s3_address(mut self, s3: Option<Arc<S3Address>>) -> Self {
+        self.s3 = s3;
+        self
     }
 
     /// The same database through a wrapped store (request counting,
@@ -99,7 +111,8 @@ impl DatabaseHandle {
         self,
         wrap: impl FnOnce(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore>,
     ) -> Self {
-        DatabaseHandle::from_parts(self.url, wrap(self.store), self.path)
+        let s3 = self.s3.clone();
+        DatabaseHandle::from_parts(self.url, wrap(self.store), self.path).with_s3_address(s3)
     }
 
     pub fn url(&self) -> &str {
@@ -138,6 +151,7 @@ impl DatabaseHandle {
             url: self.url.clone(),
             store: self.store.clone(),
             prefix: self.path.clone(),
+            s3: self.s3.clone(),
         }
     }
 

@@ -46,6 +46,7 @@ pub mod probes;
 pub mod registry;
 pub mod response;
 pub mod root;
+pub mod s3_copy;
 pub mod schema;
 pub mod service;
 pub mod services;

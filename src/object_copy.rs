@@ -1,6 +1,6 @@
 //! Copying one object between roots the cheapest way: server-side within
-//! one store, else streamed (one PUT when small, a multipart upload when
-//! large). The builtin copier and plugins' `copy-to` both run through here.
+//! one store or between buckets of one S3 endpoint, else streamed (one PUT
+//! when small, a multipart upload when large). The builtin copier and plugins' `copy-to` both run through here.
 //! A multipart upload that does not finish (an error, or the caller
 //! dropping the copy: a cancelled pass, a plugin call past its deadline) is
 //! aborted, so none is left behind at the destination.
@@ -8,6 +8,9 @@
 use futures::TryStreamExt;
 use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
 
+use std::collections::BTreeSet;
+
+use crate::s3_copy::{CopyAcross, MAX_COPY_OBJECT};
 use crate::store::StoreRoot;
 
 /// Objects at most this large are read whole and written with one PUT;
@@ -17,7 +20,8 @@ pub const MULTIPART_THRESHOLD: u64 = 8 * 1024 * 1024;
 const PARTS_IN_FLIGHT: usize = 8;
 
 /// Copies `from` under `source` to `to` under `destination` the cheapest
-/// way (server-side within one store, streaming otherwise); returns the
+/// way (server-side within one store or one S3 endpoint, streaming
+/// otherwise); returns the
 /// bytes copied. Plugins' `copy-to` runs through here.
 pub async fn copy_between(
     source: &StoreRoot,
@@ -27,15 +31,69 @@ pub async fn copy_between(
 ) -> object_store::Result<u64> {
     let (from, to) = (source.path(from), destination.path(to));
     if source.shares_store_with(destination) {
-        server_side_copy(source.store.as_ref(), &from, &to).await
-    } else {
-        stream_copy(
-            source.store.as_ref(),
-            destination.store.as_ref(),
-            &from,
-            &to,
-        )
-        .await
+        return server_side_copy(source.store.as_ref(), &from, &to).await;
+    }
+    if let Some(copied) = across_buckets(source, &from, destination, &to).await? {
+        return Ok(copied);
+    }
+    stream_copy(
+        source.store.as_ref(),
+        destination.store.as_ref(),
+        &from,
+        &to,
+    )
+    .await
+}
+
+/// Root pairs (source, destination) whose store refused a server-side
+/// copy: their objects stream from then on, without asking again.
+static REFUSED: std::sync::Mutex<BTreeSet<(String, String)>> =
+    std::sync::Mutex::new(BTreeSet::new());
+
+/// A server-side `CopyObject` from another bucket of the same S3
+/// endpoint: `Some(size)` when it copied, `None` when it cannot (not two
+/// such buckets, too large for one request, or refused: the caller
+/// streams).
+async fn across_buckets(
+    source: &StoreRoot,
+    from: &object_store::path::Path,
+    destination: &StoreRoot,
+    to: &object_store::path::Path,
+) -> object_store::Result<Option<u64>> {
+    let (Some(src), Some(dst)) = (&source.s3, &destination.s3) else {
+        return Ok(None);
+    };
+    let pair = (source.url.clone(), destination.url.clone());
+    let refused = || {
+        REFUSED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&pair)
+    };
+    if !dst.reaches(src) || refused() {
+        return Ok(None);
+    }
+    let size = source.store.head(from).await?.size;
+    if size > MAX_COPY_OBJECT {
+        return Ok(None);
+    }
+    match dst.copy_from(src, from, to).await {
+        Ok(()) => Ok(Some(size)),
+        Err(CopyAcross::NotFound) => Err(object_store::Error::NotFound {
+            path: from.to_string(),
+            source: "CopyObject: NoSuchKey".into(),
+        }),
+        Err(CopyAcross::Refused(why)) => {
+            tracing::warn!(
+                source = %source.url, destination = %destination.url,
+                "the store refused a server-side copy between these roots ({why}); streaming instead"
+            );
+            REFUSED
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(pair);
+            Ok(None)
+        }
     }
 }
 

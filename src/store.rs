@@ -9,7 +9,10 @@
 use std::sync::Arc;
 
 use object_store::ObjectStore;
+use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
+
+use crate::s3_copy::S3Address;
 
 /// Options every S3 store gets, after the environment: SlateDB's manifest
 /// CAS and sleet's create-only registry writes need conditional PUTs
@@ -26,6 +29,15 @@ pub fn updates_in_place(url: &str) -> bool {
 /// Opens the store a canonical URL points into, and the path of the URL
 /// inside that store.
 pub fn open_url(canonical_url: &str) -> Result<(Arc<dyn ObjectStore>, Path), object_store::Error> {
+    open_url_with_address(canonical_url).map(|(store, path, _)| (store, path))
+}
+
+/// A store, the URL's path in it, and for S3 the bucket's address.
+pub type OpenedUrl = (Arc<dyn ObjectStore>, Path, Option<Arc<S3Address>>);
+
+/// [`open_url`], and for an `s3://` URL the bucket's address, so copies
+/// into other buckets of the endpoint can run server-side.
+pub fn open_url_with_address(canonical_url: &str) -> Result<OpenedUrl, object_store::Error> {
     let url = url::Url::parse(canonical_url).map_err(|e| object_store::Error::Generic {
         store: "url",
         source: Box::new(e),
@@ -40,8 +52,21 @@ pub fn open_url(canonical_url: &str) -> Result<(Arc<dyn ObjectStore>, Path), obj
                 .map(|(k, v)| (k.to_string(), v.to_string())),
         );
     }
+    if matches!(url.scheme(), "s3" | "s3a") {
+        let builder = options.into_iter().fold(
+            AmazonS3Builder::new().with_url(url.as_str()),
+            |builder, (key, value)| match key.to_ascii_lowercase().parse() {
+                Ok(key) => builder.with_config(key, value),
+                Err(_) => builder,
+            },
+        );
+        let address = S3Address::from_builder(&builder).map(Arc::new);
+        let store: Arc<dyn ObjectStore> = Arc::new(builder.build()?);
+        let path = Path::from_url_path(url.path())?;
+        return Ok((store, path, address));
+    }
     let (store, path) = object_store::parse_url_opts(&url, options)?;
-    Ok((Arc::from(store), path))
+    Ok((Arc::from(store), path, None))
 }
 
 /// `prefix/relative`, or `relative` when the prefix is the store root.
@@ -104,6 +129,9 @@ pub struct StoreRoot {
     pub url: String,
     pub store: Arc<dyn ObjectStore>,
     pub prefix: Path,
+    /// For an S3 root: its bucket's address, for server-side copies
+    /// from other buckets of the same endpoint.
+    pub s3: Option<Arc<S3Address>>,
 }
 
 impl std::fmt::Debug for StoreRoot {
@@ -115,11 +143,12 @@ impl std::fmt::Debug for StoreRoot {
 impl StoreRoot {
     /// Opens a canonical URL, with store options from the environment.
     pub fn open(canonical_url: &str) -> Result<StoreRoot, object_store::Error> {
-        let (store, prefix) = open_url(canonical_url)?;
+        let (store, prefix, s3) = open_url_with_address(canonical_url)?;
         Ok(StoreRoot {
             url: canonical_url.to_string(),
             store,
             prefix,
+            s3,
         })
     }
 

@@ -459,16 +459,26 @@ pub fn build_plugins(target_dir: &std::path::Path) -> std::path::PathBuf {
 /// process environment.
 pub fn local_s3_bucket(endpoint: &str, bucket: &str) -> Arc<dyn ObjectStore> {
     Arc::new(
-        object_store::aws::AmazonS3Builder::new()
-            .with_endpoint(endpoint)
-            .with_bucket_name(bucket)
-            .with_region("us-east-1")
-            .with_access_key_id("test")
-            .with_secret_access_key("test")
-            .with_allow_http(true)
+        local_s3_builder(endpoint, bucket)
             .build()
             .expect("an S3 client"),
     )
+}
+
+/// The address of `bucket` on the local test S3 server, as a node would
+/// derive it from its environment (for server-side copies across buckets).
+pub fn local_s3_address(endpoint: &str, bucket: &str) -> Option<Arc<crate::s3_copy::S3Address>> {
+    crate::s3_copy::S3Address::from_builder(&local_s3_builder(endpoint, bucket)).map(Arc::new)
+}
+
+fn local_s3_builder(endpoint: &str, bucket: &str) -> object_store::aws::AmazonS3Builder {
+    object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(endpoint)
+        .with_bucket_name(bucket)
+        .with_region("us-east-1")
+        .with_access_key_id("test")
+        .with_secret_access_key("test")
+        .with_allow_http(true)
 }
 
 /// The usual application counter, in Rust: values and operands are u64,

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::StreamExt;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::{Copier, CopyBatch, CopyError, CopyProgress, CopyReport, ObjectOutcome};
@@ -59,52 +59,71 @@ fn outcome(reported: Reported) -> ObjectOutcome {
     }
 }
 
+/// Objects per plugin call: what the plugin asked for at most, but small
+/// enough that a copy of `objects` keeps `parallelism` instances busy.
+fn chunk_size(objects: usize, parallelism: usize, max_batch: usize) -> usize {
+    objects
+        .div_ceil(parallelism.max(1))
+        .clamp(1, max_batch.max(1))
+}
+
+/// What one batch's call returned, by its place in the copy.
+type BatchRun = (
+    usize,
+    Result<(Vec<(String, Reported)>, u64), crate::plugin::PluginError>,
+);
+
 #[async_trait]
 impl Copier for WasmCopier {
     fn name(&self) -> String {
         format!("plugin:{}", self.plugin.info().name)
     }
 
+    /// Runs the batches as tasks of their own, `parallelism` at once, so
+    /// a plugin that streams bytes through itself gets as many cores as
+    /// the target allows (one task polling them all would give it one).
+    /// Dropping the copy (a cancelled pass) aborts the calls in flight.
     async fn copy(
         &self,
         batch: CopyBatch<'_>,
         progress: &CopyProgress,
         cancel: &CancellationToken,
     ) -> Result<CopyReport, CopyError> {
-        let chunks: Vec<Vec<String>> = batch
+        let size = chunk_size(batch.objects.len(), self.parallelism, self.batch_size);
+        let mut pending = batch
             .objects
-            .chunks(self.batch_size)
+            .chunks(size)
             .map(<[String]>::to_vec)
-            .collect();
-        let runs = futures::stream::iter(chunks)
-            .map(|objects: Vec<String>| async move {
-                let ran = self
-                    .plugin
-                    .run_batch(
-                        batch.source,
-                        batch.destination,
-                        &objects,
-                        &self.config,
-                        &self.limits,
-                    )
-                    .await;
-                if let Ok((reports, bytes)) = &ran {
-                    let copied = reports
-                        .iter()
-                        .filter(|(_, r)| matches!(r, Reported::Copied { .. }))
-                        .count();
-                    progress.record(copied as u64, *bytes);
-                }
-                ran
-            })
-            .buffered(self.parallelism)
-            .collect::<Vec<_>>();
-        let runs = tokio::select! {
-            runs = runs => runs,
-            () = cancel.cancelled() => return Err(CopyError::Cancelled),
-        };
+            .enumerate();
+        let mut runs: Vec<Option<BatchRun>> = Vec::new();
+        let mut in_flight: JoinSet<BatchRun> = JoinSet::new();
+        loop {
+            while in_flight.len() < self.parallelism
+                && let Some((index, objects)) = pending.next()
+            {
+                runs.push(None);
+                in_flight.spawn(self.run_one(&batch, index, objects));
+            }
+            let joined = tokio::select! {
+                joined = in_flight.join_next() => joined,
+                () = cancel.cancelled() => return Err(CopyError::Cancelled),
+            };
+            let Some(joined) = joined else { break };
+            let (index, ran) = joined.map_err(|e| CopyError::Failed {
+                copier: self.name(),
+                message: format!("a batch's task ended abnormally: {e}"),
+            })?;
+            if let Ok((reports, bytes)) = &ran {
+                let copied = reports
+                    .iter()
+                    .filter(|(_, r)| matches!(r, Reported::Copied { .. }))
+                    .count();
+                progress.record(copied as u64, *bytes);
+            }
+            runs[index] = Some((index, ran));
+        }
         let mut outcomes = Vec::with_capacity(batch.objects.len());
-        for run in runs {
+        for (_, run) in runs.into_iter().flatten() {
             let (reports, _) = run.map_err(|e| CopyError::Failed {
                 copier: self.name(),
                 message: e.to_string(),
@@ -112,5 +131,51 @@ impl Copier for WasmCopier {
             outcomes.extend(reports.into_iter().map(|(name, r)| (name, outcome(r))));
         }
         Ok(CopyReport { outcomes })
+    }
+}
+
+impl WasmCopier {
+    /// One batch's call, owning what it needs to run as a task.
+    fn run_one(
+        &self,
+        batch: &CopyBatch<'_>,
+        index: usize,
+        objects: Vec<String>,
+    ) -> impl Future<Output = BatchRun> + Send + 'static {
+        let plugin = self.plugin.clone();
+        let (source, destination) = (batch.source.clone(), batch.destination.clone());
+        let (config, limits) = (self.config.clone(), self.limits.clone());
+        async move {
+            let ran = plugin
+                .run_batch(&source, &destination, &objects, &config, &limits)
+                .await;
+            (index, ran)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunk_size;
+
+    #[test]
+    fn batches_spread_over_the_parallelism_within_the_plugins_maximum() {
+        assert_eq!(chunk_size(100, 8, 256), 13, "8 calls of at most 13");
+        assert_eq!(
+            chunk_size(10_000, 8, 256),
+            256,
+            "the plugin's maximum holds"
+        );
+        assert_eq!(
+            chunk_size(3, 8, 256),
+            1,
+            "fewer objects than calls: one each"
+        );
+        assert_eq!(chunk_size(0, 8, 256), 1);
+        assert_eq!(
+            chunk_size(100, 0, 0),
+            1,
+            "nonsense limits still make progress"
+        );
     }
 }

@@ -169,3 +169,91 @@ async fn the_external_copier_backfills_what_replication_missed() {
     assert!(synced["bytes_copied"].as_u64().unwrap() > 0, "{synced}");
     db::assert_reader_sees(&copy, 0..3).await;
 }
+
+/// One builtin pass from `source_url` (in `BUCKET`) into `sleet-mirror`,
+/// every store and bucket address reached through `via`; returns the
+/// outcome and how many data objects (`wal/`, `compacted/`) the node
+/// read from the source.
+async fn builtin_pass_across(
+    via: &str,
+    source_url: &str,
+    prefix: &str,
+    name: &str,
+) -> (sleet::mirror::pass::PassOutcome, u64, String) {
+    use std::sync::Arc;
+
+    use object_store::path::Path;
+    use sleet::copier::builtin::BuiltinCopier;
+    use sleet::database::DatabaseHandle;
+    use sleet::mirror::pass::{DeepCheck, MirrorPair};
+    use sleet::testing::{CountingStore, local_s3_address};
+
+    let counting = Arc::new(CountingStore::new(s3_bucket_store(via, BUCKET)));
+    let source = DatabaseHandle::from_parts(
+        source_url.to_string(),
+        counting.clone(),
+        Path::from(format!("{prefix}/source")),
+    )
+    .with_s3_address(local_s3_address(via, BUCKET));
+    let destination_url = format!("s3://sleet-mirror/{prefix}/{name}");
+    let destination = DatabaseHandle::from_parts(
+        destination_url.clone(),
+        s3_bucket_store(via, "sleet-mirror"),
+        Path::from(format!("{prefix}/{name}")),
+    )
+    .with_s3_address(local_s3_address(via, "sleet-mirror"));
+    let pair = MirrorPair {
+        target: name.into(),
+        source,
+        destination: destination.clone(),
+        copier: Arc::new(BuiltinCopier::new(8)),
+        checkpoint_lifetime: std::time::Duration::from_secs(60),
+        progress: sleet::copier::CopyProgress::new(),
+        deep_check: DeepCheck::every(std::time::Duration::from_secs(3600)),
+        pin_source: true,
+    };
+    let outcome = pair
+        .sync_pass(&sleet::CancellationToken::new())
+        .await
+        .expect("the pass commits");
+    let by_kind = counting.by_kind();
+    let data_reads = by_kind.get("get compacted").copied().unwrap_or(0)
+        + by_kind.get("get wal").copied().unwrap_or(0);
+    let report = sleet::mirror::verify::verify(&destination)
+        .await
+        .expect("verify runs");
+    assert!(report.problems.is_empty(), "{name}: {:#?}", report.problems);
+    (outcome, data_reads, destination_url)
+}
+
+/// Across two buckets of one S3 endpoint, builtin copies with S3's
+/// `CopyObject`: the node reads none of the data objects it copies, the
+/// copy verifies and reads back. A store that refuses (a proxy answering
+/// every server-side copy with 403, as for a source in another account)
+/// gets the same objects streamed, and the copy verifies too; that run is
+/// also the control: the same count sees every object the node streams.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builtin_copies_across_buckets_server_side_and_streams_when_refused() {
+    let Some(endpoint) = endpoint() else { return };
+    let prefix = unique_prefix("across");
+    let source_url = format!("s3://{BUCKET}/{prefix}/source");
+    db::seed(&source_url, 3).await;
+
+    let (outcome, data_reads, copy) =
+        builtin_pass_across(&endpoint, &source_url, &prefix, "server-side").await;
+    assert!(outcome.objects_copied >= 3, "{outcome:?}");
+    assert_eq!(data_reads, 0, "no data object passed through the node");
+    db::assert_reader_sees(&copy, 0..3).await;
+
+    let refusing = crate::proxy::FaultProxy::start(&endpoint, 11).await;
+    refusing.faults.refuse_copies(true);
+    let (outcome, data_reads, copy) =
+        builtin_pass_across(&refusing.endpoint, &source_url, &prefix, "refused").await;
+    let refused = crate::proxy::FaultCounts::get(&refusing.faults.counts.refused_copies);
+    assert!(refused >= 1, "a server-side copy was tried and refused");
+    assert!(
+        data_reads >= outcome.objects_copied,
+        "refused copies stream: {data_reads} reads for {outcome:?}"
+    );
+    db::assert_reader_sees(&copy, 0..3).await;
+}

@@ -82,7 +82,8 @@ async fn example_copiers_mirror_a_readable_verified_copy() {
 }
 
 /// A source whose target runs `plugin` from `plugins_dir` with `mode`,
-/// a 32 MiB memory cap and a 2 s call timeout.
+/// a 32 MiB memory cap and a 2 s call timeout, one call at a time (so a
+/// batch holds every object, as modes like `swap` need).
 async fn hostile_in(
     plugins_dir: &std::path::Path,
     plugin: &str,
@@ -92,7 +93,7 @@ async fn hostile_in(
     let dest_dir = tempfile::tempdir().unwrap();
     let dest = format!("file://{}/copy", dest_dir.path().display());
     let extra = format!(
-        "[database.mirror.targets.t.copier_config]\nmode = \"{mode}\"\n\
+        "copy_parallelism = 1\n[database.mirror.targets.t.copier_config]\nmode = \"{mode}\"\n\
          [plugins.{plugin}]\nmemory_mib = 32\ncall_timeout = \"2s\"\n"
     );
     let source = Source::new(&target(&dest, plugin, &extra), 2).await;

@@ -9,7 +9,9 @@
 //!   drops before the answer): a PUT happened, the client thinks it failed;
 //! - latency before forwarding;
 //! - a cut-off: every request dropped, as when a node loses the store while
-//!   the others keep it.
+//!   the others keep it;
+//! - a refused server-side copy (403 AccessDenied for `x-amz-copy-source`),
+//!   as from a bucket in another account.
 //!
 //! Draws come from a seeded generator, so a seed replays the same faults
 //! for the same sequence of requests.
@@ -35,6 +37,9 @@ pub struct ProxyFaults {
     lost_reply_per_mille: AtomicU64,
     max_latency_ms: AtomicU64,
     cut_off: AtomicBool,
+    /// Answer every server-side copy (`x-amz-copy-source`) with 403, as a
+    /// store does for a source in another account.
+    refuse_copies: AtomicBool,
     pub counts: FaultCounts,
 }
 
@@ -45,6 +50,7 @@ pub struct FaultCounts {
     pub errors: AtomicU64,
     pub lost_replies: AtomicU64,
     pub cut_off: AtomicU64,
+    pub refused_copies: AtomicU64,
 }
 
 impl FaultCounts {
@@ -79,6 +85,7 @@ impl ProxyFaults {
             lost_reply_per_mille: AtomicU64::new(0),
             max_latency_ms: AtomicU64::new(0),
             cut_off: AtomicBool::new(false),
+            refuse_copies: AtomicBool::new(false),
             counts: FaultCounts::default(),
         }
     }
@@ -91,6 +98,12 @@ impl ProxyFaults {
             .store(lost_reply_per_mille, Ordering::Relaxed);
         self.max_latency_ms
             .store(max_latency.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// Only the mirror binary's tests refuse copies.
+    #[allow(dead_code)]
+    pub fn refuse_copies(&self, refuse: bool) {
+        self.refuse_copies.store(refuse, Ordering::Relaxed);
     }
 
     pub fn cut_off(&self, cut: bool) {
@@ -211,6 +224,12 @@ impl Forward {
             tokio::time::sleep(Duration::from_millis(50)).await;
             return Err(Dropped("cut off from the store"));
         }
+        if self.faults.refuse_copies.load(Ordering::Relaxed)
+            && request.headers().contains_key("x-amz-copy-source")
+        {
+            counts.refused_copies.fetch_add(1, Ordering::Relaxed);
+            return Ok(access_denied());
+        }
         tokio::time::sleep(self.faults.latency()).await;
         match self.faults.fate() {
             Fate::Error => {
@@ -264,6 +283,17 @@ fn is_hop_by_hop(header: &str) -> bool {
         header,
         "connection" | "transfer-encoding" | "keep-alive" | "host"
     )
+}
+
+/// S3's answer to a copy from a bucket the caller may not read.
+fn access_denied() -> Response<Full<Bytes>> {
+    let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
+        <Error><Code>AccessDenied</Code><Message>refused by the test proxy</Message></Error>";
+    Response::builder()
+        .status(StatusCode::FORBIDDEN)
+        .header("content-type", "application/xml")
+        .body(Full::new(Bytes::from(body)))
+        .expect("a static response")
 }
 
 /// The answer S3 gives when it sheds load; clients retry it.
