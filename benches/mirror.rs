@@ -345,12 +345,15 @@ async fn s3_to_s3(file_source: &str, endpoint: &str) -> Vec<Run> {
     let source_path = Path::from(format!("{run_id}/source"));
     let (all, _) = listing(&local, &local_path).await;
     raw_copy(&local, &local_path, &sleet_bucket, &source_path, all).await;
+    // Both roots know their bucket's address, as a node's do when it
+    // opens s3:// URLs: builtin then copies across the buckets server-side.
     let source = || {
         DatabaseHandle::from_parts(
             format!("s3://sleet/{run_id}/source"),
             sleet_bucket.clone(),
             source_path.clone(),
         )
+        .with_s3_address(sleet::testing::local_s3_address(endpoint, "sleet"))
     };
     let destination = |name: &str| {
         DatabaseHandle::from_parts(
@@ -358,6 +361,7 @@ async fn s3_to_s3(file_source: &str, endpoint: &str) -> Vec<Run> {
             mirror_bucket.clone(),
             Path::from(format!("{run_id}/{name}")),
         )
+        .with_s3_address(sleet::testing::local_s3_address(endpoint, "sleet-mirror"))
     };
     let mut runs: Vec<Run> = Vec::new();
     for (label, copier) in plugin_copiers() {
