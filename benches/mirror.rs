@@ -10,7 +10,10 @@
 //!
 //! `cargo bench --bench mirror`; S3 to S3 runs when `SLEET_S3_ENDPOINT`
 //! points at a server with buckets `sleet` and `sleet-mirror` (as
-//! `scripts/test` starts). docs/performance.md records a run.
+//! `scripts/with-servers` starts), and S3 to S3 across two endpoints
+//! when `SLEET_S3_ENDPOINT_2` points at a second such server (as
+//! `scripts/bench` asks `scripts/with-servers` for). docs/performance.md
+//! records a run.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -114,11 +117,20 @@ fn main() {
         let mb = listing(&store, &path).await.1 as f64 / 1e6;
         println!("mirror seeding: a seeding pass copies {mb:.0} MB (the head's closure)");
         print_runs("file to file", &file_runs, mb);
-        if let Some(endpoint) = endpoint {
-            let s3_runs = s3_to_s3(&source_url, &endpoint).await;
+        if let Some(endpoint) = &endpoint {
+            let s3_runs = s3_to_s3(&source_url, endpoint, endpoint).await;
             print_runs("S3 to S3", &s3_runs, mb);
         } else {
             println!("mirror seeding: S3 to S3 skipped (set SLEET_S3_ENDPOINT)");
+        }
+        match (&endpoint, std::env::var("SLEET_S3_ENDPOINT_2")) {
+            (Some(endpoint), Ok(second)) => {
+                let runs = s3_to_s3(&source_url, endpoint, &second).await;
+                print_runs("S3 to S3 across endpoints", &runs, mb);
+            }
+            _ => println!(
+                "mirror seeding: S3 to S3 across endpoints skipped (set SLEET_S3_ENDPOINT_2)"
+            ),
         }
     });
 }
@@ -337,10 +349,19 @@ async fn raw_copy(
         .await;
 }
 
-async fn s3_to_s3(file_source: &str, endpoint: &str) -> Vec<Run> {
-    let run_id = format!("bench-{:x}", std::process::id());
+/// Seeding passes from bucket `sleet` at `endpoint` into `sleet-mirror`
+/// at `dest_endpoint`: on one endpoint builtin copies server-side; across
+/// two, every copier must stream (rclone, configured for one endpoint from
+/// the environment as a node is, runs only on one).
+async fn s3_to_s3(file_source: &str, endpoint: &str, dest_endpoint: &str) -> Vec<Run> {
+    let one_endpoint = endpoint == dest_endpoint;
+    let run_id = format!(
+        "bench-{:x}-{}",
+        std::process::id(),
+        if one_endpoint { "one" } else { "two" }
+    );
     let sleet_bucket = sleet::testing::local_s3_bucket(endpoint, "sleet");
-    let mirror_bucket = sleet::testing::local_s3_bucket(endpoint, "sleet-mirror");
+    let mirror_bucket = sleet::testing::local_s3_bucket(dest_endpoint, "sleet-mirror");
     let (local, local_path) = sleet::store::open_url(file_source).expect("the file source");
     let source_path = Path::from(format!("{run_id}/source"));
     let (all, _) = listing(&local, &local_path).await;
@@ -361,7 +382,10 @@ async fn s3_to_s3(file_source: &str, endpoint: &str) -> Vec<Run> {
             mirror_bucket.clone(),
             Path::from(format!("{run_id}/{name}")),
         )
-        .with_s3_address(sleet::testing::local_s3_address(endpoint, "sleet-mirror"))
+        .with_s3_address(sleet::testing::local_s3_address(
+            dest_endpoint,
+            "sleet-mirror",
+        ))
     };
     let mut runs: Vec<Run> = Vec::new();
     for (label, copier) in plugin_copiers() {
@@ -371,22 +395,24 @@ async fn s3_to_s3(file_source: &str, endpoint: &str) -> Vec<Run> {
             label,
         });
     }
-    print_check_cost(
-        "S3 to S3",
-        host_check(source(), destination("plugin-copy-to")).await,
-        &runs,
-    );
-    runs.extend([
-        Run {
-            label: "builtin".into(),
-            elapsed: pass(
-                source(),
-                destination("builtin"),
-                Arc::new(BuiltinCopier::new(PARALLELISM)),
-            )
-            .await,
-        },
-        Run {
+    if one_endpoint {
+        print_check_cost(
+            "S3 to S3",
+            host_check(source(), destination("plugin-copy-to")).await,
+            &runs,
+        );
+    }
+    runs.push(Run {
+        label: "builtin".into(),
+        elapsed: pass(
+            source(),
+            destination("builtin"),
+            Arc::new(BuiltinCopier::new(PARALLELISM)),
+        )
+        .await,
+    });
+    if one_endpoint {
+        runs.push(Run {
             label: "rclone".into(),
             elapsed: pass(
                 source(),
@@ -394,8 +420,8 @@ async fn s3_to_s3(file_source: &str, endpoint: &str) -> Vec<Run> {
                 Arc::new(RcloneCopier::new(None)),
             )
             .await,
-        },
-    ]);
+        });
+    }
     // The limit copies exactly the objects builtin's pass wrote.
     let (names, _) = listing(&mirror_bucket, &Path::from(format!("{run_id}/builtin"))).await;
     let start = Instant::now();
