@@ -7,7 +7,7 @@
 //! another endpoint, a server without cross-bucket copy) answers with an
 //! error, and the caller streams the object instead.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, AwsAuthorizer};
 use object_store::client::{ClientOptions, HttpClient, HttpConnector, ReqwestConnector};
@@ -34,8 +34,11 @@ pub struct S3Address {
     region: String,
     bucket: String,
     virtual_hosted: bool,
+    allow_http: bool,
+    /// The bucket's own store: its credentials sign the copies.
     store: Arc<AmazonS3>,
-    client: HttpClient,
+    /// Made at the first copy: most roots are never copied across buckets.
+    client: OnceLock<HttpClient>,
 }
 
 impl std::fmt::Debug for S3Address {
@@ -57,26 +60,39 @@ pub enum CopyAcross {
 }
 
 impl S3Address {
-    /// The address of the bucket `builder` configures; `None` when the
-    /// builder does not build (the caller's own build reports why).
-    pub fn from_builder(builder: &AmazonS3Builder) -> Option<S3Address> {
+    /// The address of the bucket that `builder` configured and `store`
+    /// was built from; `None` without a bucket name.
+    pub fn new(builder: &AmazonS3Builder, store: Arc<AmazonS3>) -> Option<S3Address> {
         let value = |key| builder.get_config_value(&key);
-        let allow_http = value(AmazonS3ConfigKey::Client(
-            object_store::ClientConfigKey::AllowHttp,
-        ))
-        .is_some_and(|v| v == "true");
-        let client = ReqwestConnector::default()
-            .connect(&ClientOptions::new().with_allow_http(allow_http))
-            .ok()?;
+        let flag = |key| value(key).is_some_and(|v| v == "true");
         Some(S3Address {
             endpoint: value(AmazonS3ConfigKey::Endpoint).map(|e| e.trim_end_matches('/').into()),
             region: value(AmazonS3ConfigKey::Region).unwrap_or_else(|| "us-east-1".into()),
             bucket: value(AmazonS3ConfigKey::Bucket)?,
-            virtual_hosted: value(AmazonS3ConfigKey::VirtualHostedStyleRequest)
-                .is_some_and(|v| v == "true"),
-            store: Arc::new(builder.clone().build().ok()?),
-            client,
+            virtual_hosted: flag(AmazonS3ConfigKey::VirtualHostedStyleRequest),
+            allow_http: flag(AmazonS3ConfigKey::Client(
+                object_store::ClientConfigKey::AllowHttp,
+            )),
+            store,
+            client: OnceLock::new(),
         })
+    }
+
+    /// [`S3Address::new`] for a builder not built yet (tests, benchmarks);
+    /// `None` when it does not build.
+    pub fn from_builder(builder: &AmazonS3Builder) -> Option<S3Address> {
+        S3Address::new(builder, Arc::new(builder.clone().build().ok()?))
+    }
+
+    /// The HTTP client copies go through, made once.
+    fn client(&self) -> Result<&HttpClient, CopyAcross> {
+        if let Some(client) = self.client.get() {
+            return Ok(client);
+        }
+        let client = ReqwestConnector::default()
+            .connect(&ClientOptions::new().with_allow_http(self.allow_http))
+            .map_err(|e| CopyAcross::Refused(format!("no HTTP client: {e}")))?;
+        Ok(self.client.get_or_init(|| client))
     }
 
     /// Whether a request to this bucket's endpoint can name `other`'s
@@ -133,7 +149,7 @@ impl S3Address {
             .try_authorize(&mut request, None)
             .map_err(|e| refused(format!("cannot sign: {e}")))?;
         let response = self
-            .client
+            .client()?
             .execute(request)
             .await
             .map_err(|e| refused(format!("request failed: {e}")))?;

@@ -29,15 +29,42 @@ pub fn updates_in_place(url: &str) -> bool {
 /// Opens the store a canonical URL points into, and the path of the URL
 /// inside that store.
 pub fn open_url(canonical_url: &str) -> Result<(Arc<dyn ObjectStore>, Path), object_store::Error> {
-    open_url_with_address(canonical_url).map(|(store, path, _)| (store, path))
+    let (url, options) = parse_with_options(canonical_url)?;
+    if is_s3(&url) {
+        let store = s3_builder(&url, options).build()?;
+        return Ok((Arc::new(store), Path::from_url_path(url.path())?));
+    }
+    let (store, path) = object_store::parse_url_opts(&url, options)?;
+    Ok((Arc::from(store), path))
 }
 
 /// A store, the URL's path in it, and for S3 the bucket's address.
 pub type OpenedUrl = (Arc<dyn ObjectStore>, Path, Option<Arc<S3Address>>);
 
 /// [`open_url`], and for an `s3://` URL the bucket's address, so copies
-/// into other buckets of the endpoint can run server-side.
+/// into other buckets of the endpoint can run server-side. One store
+/// serves both.
 pub fn open_url_with_address(canonical_url: &str) -> Result<OpenedUrl, object_store::Error> {
+    let (url, options) = parse_with_options(canonical_url)?;
+    if !is_s3(&url) {
+        let (store, path) = object_store::parse_url_opts(&url, options)?;
+        return Ok((Arc::from(store), path, None));
+    }
+    let builder = s3_builder(&url, options);
+    let store = Arc::new(builder.clone().build()?);
+    let address = S3Address::new(&builder, store.clone()).map(Arc::new);
+    Ok((store, Path::from_url_path(url.path())?, address))
+}
+
+fn is_s3(url: &url::Url) -> bool {
+    matches!(url.scheme(), "s3" | "s3a")
+}
+
+/// The URL and the store options for it: the environment's, then the
+/// ones S3 stores cannot do without.
+fn parse_with_options(
+    canonical_url: &str,
+) -> Result<(url::Url, Vec<(String, String)>), object_store::Error> {
     let url = url::Url::parse(canonical_url).map_err(|e| object_store::Error::Generic {
         store: "url",
         source: Box::new(e),
@@ -45,28 +72,26 @@ pub fn open_url_with_address(canonical_url: &str) -> Result<OpenedUrl, object_st
     let mut options: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
-    if matches!(url.scheme(), "s3" | "s3a") {
+    if is_s3(&url) {
         options.extend(
             S3_REQUIRED_OPTIONS
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string())),
         );
     }
-    if matches!(url.scheme(), "s3" | "s3a") {
-        let builder = options.into_iter().fold(
-            AmazonS3Builder::new().with_url(url.as_str()),
-            |builder, (key, value)| match key.to_ascii_lowercase().parse() {
-                Ok(key) => builder.with_config(key, value),
-                Err(_) => builder,
-            },
-        );
-        let address = S3Address::from_builder(&builder).map(Arc::new);
-        let store: Arc<dyn ObjectStore> = Arc::new(builder.build()?);
-        let path = Path::from_url_path(url.path())?;
-        return Ok((store, path, address));
-    }
-    let (store, path) = object_store::parse_url_opts(&url, options)?;
-    Ok((Arc::from(store), path, None))
+    Ok((url, options))
+}
+
+/// An S3 builder for `url` with every option it recognises, as
+/// `object_store::parse_url_opts` configures one.
+fn s3_builder(url: &url::Url, options: Vec<(String, String)>) -> AmazonS3Builder {
+    options.into_iter().fold(
+        AmazonS3Builder::new().with_url(url.as_str()),
+        |builder, (key, value)| match key.to_ascii_lowercase().parse() {
+            Ok(key) => builder.with_config(key, value),
+            Err(_) => builder,
+        },
+    )
 }
 
 /// `prefix/relative`, or `relative` when the prefix is the store root.
