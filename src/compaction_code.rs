@@ -42,8 +42,8 @@ impl CompactionCode {
     ) -> Result<CompactionCode, PluginError> {
         let merge_operator: Arc<dyn MergeOperator + Send + Sync> = match &spec.merge_operator {
             Some(code) => {
-                let plugin =
-                    loaded(plugins, &code.plugin, node)?.merge_operator(&code.plugin, node)?;
+                let plugin = PluginSet::required(plugins, &code.plugin, node)?
+                    .merge_operator(&code.plugin, node)?;
                 crate::plugin::check_pin(plugin.info(), code.limits.sha256.as_deref())?;
                 Arc::new(plugin.operator(code, database, report.clone())?)
             }
@@ -54,8 +54,8 @@ impl CompactionCode {
         };
         let compaction_filter = match &spec.compaction_filter {
             Some(code) => {
-                let plugin =
-                    loaded(plugins, &code.plugin, node)?.compaction_filter(&code.plugin, node)?;
+                let plugin = PluginSet::required(plugins, &code.plugin, node)?
+                    .compaction_filter(&code.plugin, node)?;
                 crate::plugin::check_pin(plugin.info(), code.limits.sha256.as_deref())?;
                 let supplier: Arc<dyn CompactionFilterSupplier> =
                     Arc::new(plugin.supplier(code, database, report)?);
@@ -68,18 +68,6 @@ impl CompactionCode {
             compaction_filter,
         })
     }
-}
-
-fn loaded<'a>(
-    plugins: Option<&'a PluginSet>,
-    name: &str,
-    node: &str,
-) -> Result<&'a PluginSet, PluginError> {
-    plugins.ok_or_else(|| PluginError::NotLoaded {
-        name: name.into(),
-        node: node.into(),
-        detail: " (it runs without --plugin-dir)".into(),
-    })
 }
 
 /// What to do about merge operands without a merge operator.

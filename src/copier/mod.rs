@@ -186,13 +186,7 @@ pub async fn for_target(
         CopierKind::Rclone => Arc::new(rclone::RcloneCopier::new(options.rclone.clone())),
         CopierKind::External => Arc::new(builtin::ExternalCopier::new(parallelism)),
         CopierKind::Plugin(name) => {
-            let Some(plugins) = &options.plugins else {
-                return Err(PluginError::NotLoaded {
-                    name: name.clone(),
-                    node: options.node_id.clone(),
-                    detail: " (it runs without --plugin-dir)".into(),
-                });
-            };
+            let plugins = PluginSet::required(options.plugins.as_deref(), name, &options.node_id)?;
             let plugin = plugins.copier(name, &options.node_id)?;
             check_pin(plugin.info(), limits.sha256.as_deref())?;
             let info = plugin.check(&settings.copier_config, limits).await?;

@@ -281,14 +281,8 @@ impl HookRunner {
     }
 
     fn plugin(&self, spec: &HookSpec) -> Result<&Arc<HookPlugin>, PluginError> {
-        let plugins = self
-            .plugins
-            .as_ref()
-            .ok_or_else(|| PluginError::NotLoaded {
-                name: spec.plugin.clone(),
-                node: self.node_id.clone(),
-                detail: " (it runs without --plugin-dir)".into(),
-            })?;
+        let plugins =
+            super::PluginSet::required(self.plugins.as_deref(), &spec.plugin, &self.node_id)?;
         let plugin = plugins.hook(&spec.plugin, &self.node_id)?;
         super::check_pin(plugin.info(), spec.limits.sha256.as_deref())?;
         Ok(plugin)

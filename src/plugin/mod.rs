@@ -330,6 +330,20 @@ impl PluginSet {
         }
     }
 
+    /// The node's plugins, or why plugin `name` cannot run on `node`:
+    /// a node started without `--plugin-dir` has none.
+    pub fn required<'a>(
+        plugins: Option<&'a PluginSet>,
+        name: &str,
+        node: &str,
+    ) -> Result<&'a PluginSet, PluginError> {
+        plugins.ok_or_else(|| PluginError::NotLoaded {
+            name: name.into(),
+            node: node.into(),
+            detail: " (it runs without --plugin-dir)".into(),
+        })
+    }
+
     fn get(&self, name: &str, node: &str) -> Result<&Loaded, PluginError> {
         if let Some(loaded) = self.plugins.get(name) {
             return Ok(loaded);
