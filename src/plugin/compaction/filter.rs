@@ -19,7 +19,7 @@ use super::super::bindings::filter_world::{CompactionFilterPlugin, CompactionFil
 use super::super::host::HostState;
 use super::super::{PluginError, PluginLimits};
 use super::{
-    Backoff, CodeSpec, CompiledPlugin, FailureReport, Instance, World, call_within, plugin_message,
+    CodeSpec, CompiledPlugin, FailureReport, Failures, Instance, World, call_within, plugin_message,
 };
 
 /// A compiled compaction filter plugin.
@@ -69,12 +69,7 @@ impl FilterPlugin {
         Ok(WasmFilterSupplier {
             plugin: self.clone(),
             spec: spec.clone(),
-            failures: Failures {
-                plugin: self.info.name.clone(),
-                database: database.to_string(),
-                report,
-                backoff: Arc::new(Backoff::new()),
-            },
+            failures: Failures::new("compaction filter", &self.info.name, database, report),
         })
     }
 }
@@ -86,34 +81,6 @@ pub struct WasmFilterSupplier {
     failures: Failures,
 }
 
-/// How a failed filter call names itself, reaches status, and backs off
-/// (shared by every job of the database).
-#[derive(Clone)]
-struct Failures {
-    plugin: String,
-    database: String,
-    report: FailureReport,
-    backoff: Arc<Backoff>,
-}
-
-impl Failures {
-    fn fail(&self, why: impl std::fmt::Display) -> Box<dyn std::error::Error + Send + Sync> {
-        let why = why.to_string();
-        self.backoff.failed(&why);
-        self.fail_fast(why)
-    }
-
-    /// Reports a job refused while backing off.
-    fn fail_fast(&self, why: impl std::fmt::Display) -> Box<dyn std::error::Error + Send + Sync> {
-        let message = format!(
-            "compaction filter plugin {} failed compacting {}: {why}",
-            self.plugin, self.database
-        );
-        (self.report)(message.clone());
-        message.into()
-    }
-}
-
 #[async_trait]
 impl CompactionFilterSupplier for WasmFilterSupplier {
     async fn create_compaction_filter(
@@ -123,7 +90,7 @@ impl CompactionFilterSupplier for WasmFilterSupplier {
         let failures = self.failures.clone();
         if let Err(why) = failures.backoff.check() {
             return Err(CompactionFilterError::CreationError(
-                failures.fail_fast(why),
+                failures.fail_fast(why).into(),
             ));
         }
         let limits = &self.spec.limits;
@@ -131,7 +98,7 @@ impl CompactionFilterSupplier for WasmFilterSupplier {
         let mut instance = self
             .plugin
             .instance(&self.spec.config, limits)
-            .map_err(|e| CompactionFilterError::CreationError(failures.fail(e)))?;
+            .map_err(|e| CompactionFilterError::CreationError(failures.fail(e).into()))?;
         let job = job_of(context);
         let FilterInstance { store, bindings } = &mut instance;
         let started = call_within(store, limits, |store| {
@@ -144,7 +111,7 @@ impl CompactionFilterSupplier for WasmFilterSupplier {
             Ok(Err(message)) => Err(format!("start-job returned: {}", plugin_message(message))),
             Err(e) => Err(e.to_string()),
         };
-        started.map_err(|why| CompactionFilterError::CreationError(failures.fail(why)))?;
+        started.map_err(|why| CompactionFilterError::CreationError(failures.fail(why).into()))?;
         Ok(Box::new(WasmFilter {
             instance: Mutex::new(instance),
             limits: limits.clone(),
@@ -209,12 +176,13 @@ impl CompactionFilter for WasmFilter {
         entry: &RowEntry,
     ) -> Result<CompactionFilterDecision, CompactionFilterError> {
         self.decide(entry)
-            .map_err(|why| CompactionFilterError::FilterError(self.failures.fail(why)))
+            .map_err(|why| CompactionFilterError::FilterError(self.failures.fail(why).into()))
     }
 
     async fn on_compaction_end(&mut self) -> Result<(), CompactionFilterError> {
-        self.end()
-            .map_err(|why| CompactionFilterError::CompactionEndError(self.failures.fail(why)))?;
+        self.end().map_err(|why| {
+            CompactionFilterError::CompactionEndError(self.failures.fail(why).into())
+        })?;
         self.failures.backoff.succeeded();
         Ok(())
     }

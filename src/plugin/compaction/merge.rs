@@ -11,7 +11,7 @@ use super::super::bindings::merge_world::{MergeOperatorPlugin, MergeOperatorPlug
 use super::super::host::HostState;
 use super::super::{PluginError, PluginLimits};
 use super::{
-    Backoff, CodeSpec, CompiledPlugin, FailureReport, Instance, World, call_within, plugin_message,
+    CodeSpec, CompiledPlugin, FailureReport, Failures, Instance, World, call_within, plugin_message,
 };
 
 /// A compiled merge operator plugin.
@@ -62,9 +62,7 @@ impl MergePlugin {
             plugin: self.clone(),
             config: spec.config.clone(),
             limits: spec.limits.clone(),
-            database: database.to_string(),
-            report,
-            backoff: Backoff::new(),
+            failures: Failures::new("merge operator", &self.info.name, database, report),
             idle: Mutex::new(vec![first]),
             keep: idle_instances(),
         })
@@ -82,9 +80,7 @@ pub struct WasmMergeOperator {
     plugin: Arc<MergePlugin>,
     config: Vec<(String, String)>,
     limits: PluginLimits,
-    database: String,
-    report: FailureReport,
-    backoff: Backoff,
+    failures: Failures,
     idle: Mutex<Vec<MergeInstance>>,
     keep: usize,
 }
@@ -107,17 +103,7 @@ impl WasmMergeOperator {
 
     /// Reports the failure, backs off, and turns it into SlateDB's error.
     fn fail(&self, why: String) -> MergeOperatorError {
-        self.backoff.failed(&why);
-        self.fail_fast(why)
-    }
-
-    /// Reports a call refused while backing off.
-    fn fail_fast(&self, why: String) -> MergeOperatorError {
-        let message = format!(
-            "merge operator plugin {} failed compacting {}: {why}",
-            self.plugin.info.name, self.database
-        );
-        (self.report)(message.clone());
+        let message = self.failures.fail(why);
         MergeOperatorError::Callback { message }
     }
 
@@ -127,7 +113,10 @@ impl WasmMergeOperator {
         existing: Option<Bytes>,
         operands: &[Bytes],
     ) -> Result<Bytes, MergeOperatorError> {
-        self.backoff.check().map_err(|why| self.fail_fast(why))?;
+        let backing_off = self.failures.backoff.check();
+        backing_off.map_err(|why| MergeOperatorError::Callback {
+            message: self.failures.fail_fast(why),
+        })?;
         let mut instance = self.take().map_err(|e| self.fail(e.to_string()))?;
         let operands: Vec<Vec<u8>> = operands.iter().map(|o| o.to_vec()).collect();
         let MergeInstance { store, bindings } = &mut instance;
@@ -142,7 +131,7 @@ impl WasmMergeOperator {
         match result {
             Ok(Ok(merged)) => {
                 self.give_back(instance);
-                self.backoff.succeeded();
+                self.failures.backoff.succeeded();
                 Ok(Bytes::from(merged))
             }
             Ok(Err(message)) => {

@@ -148,6 +148,48 @@ impl Backoff {
     }
 }
 
+/// How a failed compaction call names itself (plugin and database),
+/// reaches status, and backs off; shared by every call and job of one
+/// database's plugin.
+#[derive(Clone)]
+struct Failures {
+    /// "merge operator" or "compaction filter".
+    what: &'static str,
+    plugin: String,
+    database: String,
+    report: FailureReport,
+    backoff: Arc<Backoff>,
+}
+
+impl Failures {
+    fn new(what: &'static str, plugin: &str, database: &str, report: FailureReport) -> Self {
+        Failures {
+            what,
+            plugin: plugin.to_string(),
+            database: database.to_string(),
+            report,
+            backoff: Arc::new(Backoff::new()),
+        }
+    }
+
+    /// Backs off after `why`, reports it, and returns the job's error.
+    fn fail(&self, why: impl std::fmt::Display) -> String {
+        let why = why.to_string();
+        self.backoff.failed(&why);
+        self.fail_fast(why)
+    }
+
+    /// Reports a call refused while backing off, and returns the error.
+    fn fail_fast(&self, why: impl std::fmt::Display) -> String {
+        let message = format!(
+            "{} plugin {} failed compacting {}: {why}",
+            self.what, self.plugin, self.database
+        );
+        (self.report)(message.clone());
+        message
+    }
+}
+
 /// A configured instance of a compaction plugin, with the store it lives in.
 struct Instance<B> {
     store: Store<HostState>,
