@@ -1,6 +1,7 @@
 //! Copying one object between roots the cheapest way: server-side within
 //! one store or between buckets of one S3 endpoint, else streamed (one PUT
-//! when small, a multipart upload when large). The builtin copier and plugins' `copy-to` both run through here.
+//! when small, a multipart upload when large). The builtin copier and
+//! plugins' `copy-to` both run through here.
 //! A multipart upload that does not finish (an error, or the caller
 //! dropping the copy: a cancelled pass, a plugin call past its deadline) is
 //! aborted, so none is left behind at the destination.
@@ -21,8 +22,8 @@ const PARTS_IN_FLIGHT: usize = 8;
 
 /// Copies `from` under `source` to `to` under `destination` the cheapest
 /// way (server-side within one store or one S3 endpoint, streaming
-/// otherwise); returns the
-/// bytes copied. Plugins' `copy-to` runs through here.
+/// otherwise); returns the bytes copied. Plugins' `copy-to` runs through
+/// here.
 pub async fn copy_between(
     source: &StoreRoot,
     from: &str,
@@ -50,6 +51,10 @@ pub async fn copy_between(
 static REFUSED: std::sync::Mutex<BTreeSet<(String, String)>> =
     std::sync::Mutex::new(BTreeSet::new());
 
+fn refused_pairs() -> std::sync::MutexGuard<'static, BTreeSet<(String, String)>> {
+    REFUSED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A server-side `CopyObject` from another bucket of the same S3
 /// endpoint: `Some(size)` when it copied, `None` when it cannot (not two
 /// such buckets, too large for one request, or refused: the caller
@@ -64,13 +69,7 @@ async fn across_buckets(
         return Ok(None);
     };
     let pair = (source.url.clone(), destination.url.clone());
-    let refused = || {
-        REFUSED
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&pair)
-    };
-    if !dst.reaches(src) || refused() {
+    if !dst.reaches(src) || refused_pairs().contains(&pair) {
         return Ok(None);
     }
     let size = source.store.head(from).await?.size;
@@ -88,10 +87,7 @@ async fn across_buckets(
                 source = %source.url, destination = %destination.url,
                 "the store refused a server-side copy between these roots ({why}); streaming instead"
             );
-            REFUSED
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(pair);
+            refused_pairs().insert(pair);
             Ok(None)
         }
     }

@@ -67,11 +67,10 @@ fn chunk_size(objects: usize, parallelism: usize, max_batch: usize) -> usize {
         .clamp(1, max_batch.max(1))
 }
 
-/// What one batch's call returned, by its place in the copy.
-type BatchRun = (
-    usize,
-    Result<(Vec<(String, Reported)>, u64), crate::plugin::PluginError>,
-);
+/// What one batch's call returned: the plugin's reports and the bytes.
+type BatchResult = Result<(Vec<(String, Reported)>, u64), crate::plugin::PluginError>;
+/// A batch's result, with its place in the copy.
+type BatchRun = (usize, BatchResult);
 
 #[async_trait]
 impl Copier for WasmCopier {
@@ -95,7 +94,8 @@ impl Copier for WasmCopier {
             .chunks(size)
             .map(<[String]>::to_vec)
             .enumerate();
-        let mut runs: Vec<Option<BatchRun>> = Vec::new();
+        // Each batch's result, in batch order.
+        let mut runs: Vec<Option<BatchResult>> = Vec::new();
         let mut in_flight: JoinSet<BatchRun> = JoinSet::new();
         loop {
             while in_flight.len() < self.parallelism
@@ -120,10 +120,10 @@ impl Copier for WasmCopier {
                     .count();
                 progress.record(copied as u64, *bytes);
             }
-            runs[index] = Some((index, ran));
+            runs[index] = Some(ran);
         }
         let mut outcomes = Vec::with_capacity(batch.objects.len());
-        for (_, run) in runs.into_iter().flatten() {
+        for run in runs.into_iter().flatten() {
             let (reports, _) = run.map_err(|e| CopyError::Failed {
                 copier: self.name(),
                 message: e.to_string(),
