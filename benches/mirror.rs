@@ -8,6 +8,11 @@
 //! `copy-to`, and `verify-copier`, which streams every byte through the
 //! plugin and reads each copy back.
 //!
+//! `cargo bench --bench mirror -- multipart` instead times builtin's
+//! streamed copy across two S3 endpoints of objects of 16 to 128 MiB, each
+//! size sent with one PUT and as a multipart upload: what the default
+//! `multipart_threshold_mib` was chosen from.
+//!
 //! `cargo bench --bench mirror`; S3 to S3 runs when `SLEET_S3_ENDPOINT`
 //! points at a server with buckets `sleet` and `sleet-mirror` (as
 //! `scripts/with-servers` starts), and S3 to S3 across two endpoints
@@ -28,6 +33,7 @@ use sleet::copier::rclone::RcloneCopier;
 use sleet::copier::{Copier, CopyProgress};
 use sleet::database::DatabaseHandle;
 use sleet::mirror::pass::MirrorPair;
+use sleet::object_copy::StreamPolicy;
 
 /// Objects copied at once by builtin and by the raw loop.
 const PARALLELISM: u32 = 8;
@@ -35,7 +41,28 @@ const VALUE_BYTES: usize = 64 * 1024;
 
 struct Run {
     label: String,
+    /// The median of `each`.
     elapsed: Duration,
+    each: Vec<Duration>,
+}
+
+impl Run {
+    fn once(label: impl Into<String>, elapsed: Duration) -> Run {
+        Run {
+            label: label.into(),
+            elapsed,
+            each: vec![elapsed],
+        }
+    }
+
+    fn median_of(label: String, mut each: Vec<Duration>) -> Run {
+        each.sort();
+        Run {
+            elapsed: each[each.len() / 2],
+            label,
+            each,
+        }
+    }
 }
 
 /// The example plugin copiers, built from `plugins/`: `throttle-copier`
@@ -95,6 +122,19 @@ fn main() {
         }
     }
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    if filter.iter().any(|f| f == "multipart") {
+        match (&endpoint, std::env::var("SLEET_S3_ENDPOINT_2")) {
+            (Some(endpoint), Ok(second)) => runtime.block_on(multipart(endpoint, &second)),
+            _ => println!(
+                "mirror multipart: skipped (set SLEET_S3_ENDPOINT and SLEET_S3_ENDPOINT_2)"
+            ),
+        }
+        return;
+    }
     runtime.block_on(async {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let source_url = format!("file://{}/source", dir.path().display());
@@ -139,8 +179,18 @@ fn print_runs(what: &str, runs: &[Run], mb: f64) {
     let limit = runs.last().expect("the physical limit runs last").elapsed;
     for run in runs {
         let secs = run.elapsed.as_secs_f64();
+        let each = if run.each.len() > 1 {
+            let all: Vec<String> = run
+                .each
+                .iter()
+                .map(|d| format!("{:.2}", d.as_secs_f64()))
+                .collect();
+            format!("  (median of {} s)", all.join(", "))
+        } else {
+            String::new()
+        };
         println!(
-            "mirror seeding {what}: {:<22} {secs:>7.2} s  {:>7.1} MB/s  {:.2}x the limit's time",
+            "mirror seeding {what}: {:<22} {secs:>7.2} s  {:>7.1} MB/s  {:.2}x the limit's time{each}",
             run.label,
             mb / secs,
             secs / limit.as_secs_f64()
@@ -222,31 +272,17 @@ async fn file_to_file(source_url: &str, dir: &std::path::Path) -> Vec<Run> {
     let mut runs = Vec::new();
     for (label, copier) in plugin_copiers() {
         let dest = format!("file://{}/{}", dir.display(), label.replace(' ', "-"));
-        runs.push(Run {
-            elapsed: pass(open(source_url), open(&dest), copier).await,
-            label,
-        });
+        let elapsed = pass(open(source_url), open(&dest), copier).await;
+        runs.push(Run::once(label, elapsed));
     }
     let builtin = format!("file://{}/builtin", dir.display());
-    runs.push(Run {
-        label: "builtin".into(),
-        elapsed: pass(
-            open(source_url),
-            open(&builtin),
-            Arc::new(BuiltinCopier::new(PARALLELISM)),
-        )
-        .await,
-    });
+    let copier = Arc::new(BuiltinCopier::new(PARALLELISM));
+    let elapsed = pass(open(source_url), open(&builtin), copier).await;
+    runs.push(Run::once("builtin", elapsed));
     let rclone = format!("file://{}/rclone", dir.display());
-    runs.push(Run {
-        label: "rclone".into(),
-        elapsed: pass(
-            open(source_url),
-            open(&rclone),
-            Arc::new(RcloneCopier::new(None)),
-        )
-        .await,
-    });
+    let copier = Arc::new(RcloneCopier::new(None));
+    let elapsed = pass(open(source_url), open(&rclone), copier).await;
+    runs.push(Run::once("rclone", elapsed));
     // The limit copies exactly the objects builtin's pass wrote.
     let (builtin_store, builtin_path) = sleet::store::open_url(&builtin).expect("a store");
     let (names, _) = listing(&builtin_store, &builtin_path).await;
@@ -261,10 +297,7 @@ async fn file_to_file(source_url: &str, dir: &std::path::Path) -> Vec<Run> {
         .status()
         .expect("cp runs");
     assert!(status.success());
-    runs.push(Run {
-        label: "cp (limit)".into(),
-        elapsed: start.elapsed(),
-    });
+    runs.push(Run::once("cp (limit)", start.elapsed()));
     runs
 }
 
@@ -289,12 +322,16 @@ async fn host_check(source: DatabaseHandle, destination: DatabaseHandle) -> (usi
     (data.len(), start.elapsed())
 }
 
-fn print_check_cost(what: &str, (objects, took): (usize, Duration), runs: &[Run]) {
+fn print_check_cost(what: &str, check: (usize, Duration), runs: &[Run]) {
     let pass = runs
         .iter()
         .find(|r| r.label == "plugin copy-to")
         .expect("a copy-to run")
         .elapsed;
+    print_check_cost_of(what, check, pass);
+}
+
+fn print_check_cost_of(what: &str, (objects, took): (usize, Duration), pass: Duration) {
     println!(
         "mirror seeding {what}: host check of {objects} copied objects {:.3} s, {:.1}% of the copy-to pass (which includes it)",
         took.as_secs_f64(),
@@ -387,55 +424,192 @@ async fn s3_to_s3(file_source: &str, endpoint: &str, dest_endpoint: &str) -> Vec
             "sleet-mirror",
         ))
     };
-    let mut runs: Vec<Run> = Vec::new();
-    for (label, copier) in plugin_copiers() {
-        let name = label.replace(' ', "-");
-        runs.push(Run {
-            elapsed: pass(source(), destination(&name), copier).await,
-            label,
-        });
-    }
+    let mut copiers = plugin_copiers();
+    copiers.push((
+        "builtin".to_string(),
+        Arc::new(BuiltinCopier::new(PARALLELISM)) as Arc<dyn Copier>,
+    ));
     if one_endpoint {
-        print_check_cost(
-            "S3 to S3",
-            host_check(source(), destination("plugin-copy-to")).await,
-            &runs,
-        );
+        copiers.push((
+            "rclone".to_string(),
+            Arc::new(RcloneCopier::new(None)) as Arc<dyn Copier>,
+        ));
     }
-    runs.push(Run {
-        label: "builtin".into(),
-        elapsed: pass(
-            source(),
-            destination("builtin"),
-            Arc::new(BuiltinCopier::new(PARALLELISM)),
+    // Every copier runs `rounds()` times, each round in a rotated order so
+    // that none always runs first or after the same neighbour; each copy
+    // is deleted once timed, so every run meets the same server state.
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); copiers.len() + 2];
+    let mut names = Vec::new();
+    for round in 0..rounds() {
+        for step in 0..copiers.len() {
+            let slot = (step + round) % copiers.len();
+            let (label, copier) = &copiers[slot];
+            let name = format!("{}-{round}", label.replace(' ', "-"));
+            times[slot].push(pass(source(), destination(&name), copier.clone()).await);
+            if one_endpoint && round == 0 && label == "plugin copy-to" {
+                print_check_cost_of(
+                    "S3 to S3",
+                    host_check(source(), destination(&name)).await,
+                    times[slot][0],
+                );
+            }
+            let dest = Path::from(format!("{run_id}/{name}"));
+            if label == "builtin" && names.is_empty() {
+                names = listing(&mirror_bucket, &dest).await.0;
+            }
+            clear(&mirror_bucket, &dest).await;
+        }
+        // The limit copies exactly the objects builtin's pass wrote.
+        let raw = Path::from(format!("{run_id}/raw-{round}"));
+        let start = Instant::now();
+        raw_copy(
+            &sleet_bucket,
+            &source_path,
+            &mirror_bucket,
+            &raw,
+            names.clone(),
         )
-        .await,
-    });
-    if one_endpoint {
-        runs.push(Run {
-            label: "rclone".into(),
-            elapsed: pass(
-                source(),
-                destination("rclone"),
-                Arc::new(RcloneCopier::new(None)),
-            )
-            .await,
-        });
+        .await;
+        times[copiers.len() + 1].push(start.elapsed());
+        clear(&mirror_bucket, &raw).await;
+        // builtin's copy of the same objects without the pass around it.
+        let alone = format!("alone-{round}");
+        let start = Instant::now();
+        let copier = BuiltinCopier::new(PARALLELISM);
+        copy_alone(&copier, &source(), &destination(&alone), &names).await;
+        times[copiers.len()].push(start.elapsed());
+        clear(&mirror_bucket, &Path::from(format!("{run_id}/{alone}"))).await;
     }
-    // The limit copies exactly the objects builtin's pass wrote.
-    let (names, _) = listing(&mirror_bucket, &Path::from(format!("{run_id}/builtin"))).await;
-    let start = Instant::now();
-    raw_copy(
-        &sleet_bucket,
-        &source_path,
-        &mirror_bucket,
-        &Path::from(format!("{run_id}/raw")),
-        names,
-    )
-    .await;
-    runs.push(Run {
-        label: "object_store loop (limit)".into(),
-        elapsed: start.elapsed(),
-    });
-    runs
+    let labels = copiers
+        .into_iter()
+        .map(|(label, _)| label)
+        .chain(["builtin, copy alone".to_string()])
+        .chain(["object_store loop (limit)".to_string()]);
+    labels
+        .zip(times)
+        .map(|(label, each)| Run::median_of(label, each))
+        .collect()
+}
+
+/// builtin's copy of `names` from `source` to `destination`, outside a
+/// pass: what the pass's own requests (pin, manifests, plan) add to it.
+async fn copy_alone(
+    copier: &BuiltinCopier,
+    source: &DatabaseHandle,
+    destination: &DatabaseHandle,
+    names: &[String],
+) {
+    let (source, destination) = (source.root(), destination.root());
+    let batch = sleet::copier::CopyBatch {
+        source: &source,
+        destination: &destination,
+        objects: names,
+    };
+    let report = copier
+        .copy(batch, &CopyProgress::new(), &CancellationToken::new())
+        .await
+        .expect("builtin copies");
+    assert_eq!(report.copied(), names.len());
+}
+
+/// Runs per copier in the S3 cases: `SLEET_BENCH_ROUNDS`, default 3.
+fn rounds() -> usize {
+    std::env::var("SLEET_BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(3)
+}
+
+/// Deletes every object under `root`.
+async fn clear(store: &Arc<dyn ObjectStore>, root: &Path) {
+    let names = store
+        .list(Some(root))
+        .map(|meta| Ok(meta.expect("list").location))
+        .boxed();
+    store
+        .delete_stream(names)
+        .for_each(|deleted| async move {
+            deleted.expect("delete");
+        })
+        .await;
+}
+
+/// Object sizes the multipart case copies, in MiB, 256 MiB of each.
+const MULTIPART_SIZES_MIB: [u32; 4] = [16, 32, 64, 128];
+
+/// For each size in [`MULTIPART_SIZES_MIB`]: 256 MiB of such objects
+/// copied from `endpoint` to `second` by builtin with one PUT per object
+/// and as multipart uploads, `rounds()` times each, alternating.
+async fn multipart(endpoint: &str, second: &str) {
+    let run_id = format!("bench-{:x}-multipart", std::process::id());
+    let from = sleet::testing::local_s3_bucket(endpoint, "sleet");
+    let to = sleet::testing::local_s3_bucket(second, "sleet-mirror");
+    let root = |store: &Arc<dyn ObjectStore>, url: &str, name: &str| {
+        DatabaseHandle::from_parts(
+            format!("s3://{url}/{run_id}/{name}"),
+            store.clone(),
+            Path::from(format!("{run_id}/{name}")),
+        )
+    };
+    println!(
+        "mirror multipart: builtin streaming {PARALLELISM} objects at once from one S3 server to another"
+    );
+    for size in MULTIPART_SIZES_MIB {
+        let source = root(&from, "sleet", &format!("{size}"));
+        let count = (256 / size) as usize;
+        let names: Vec<String> = (0..count)
+            .map(|i| format!("compacted/{i:04}.sst"))
+            .collect();
+        for (i, name) in names.iter().enumerate() {
+            let body = random_bytes((size as usize) << 20, u64::from(size) * 1000 + i as u64);
+            from.put(&source.root().path(name), body.into())
+                .await
+                .expect("seed an object");
+        }
+        // One PUT: a threshold above the size; multipart: S3's smallest.
+        let policies = [
+            ("one PUT", StreamPolicy::with_threshold_mib(5120)),
+            ("multipart", StreamPolicy::with_threshold_mib(5)),
+        ];
+        let mut times = [Vec::new(), Vec::new()];
+        for round in 0..rounds() {
+            for step in 0..policies.len() {
+                let slot = (step + round) % policies.len();
+                let (label, policy) = policies[slot];
+                let name = format!("{size}-{}-{round}", label.replace(' ', "-"));
+                let destination = root(&to, "sleet-mirror", &name);
+                let copier = BuiltinCopier::new(PARALLELISM).with_policy(policy);
+                let start = Instant::now();
+                copy_alone(&copier, &source, &destination, &names).await;
+                times[slot].push(start.elapsed());
+                clear(&to, &destination.root().prefix).await;
+            }
+        }
+        let [one, parts] = times.map(|each| Run::median_of(String::new(), each).elapsed);
+        let mb = f64::from(256 * 1024 * 1024u32) / 1e6;
+        println!(
+            "mirror multipart: {count:>2} x {size:>3} MiB: one PUT {:.2} s ({:.0} MB/s), multipart {:.2} s ({:.0} MB/s): multipart takes {:.2}x one PUT's time",
+            one.as_secs_f64(),
+            mb / one.as_secs_f64(),
+            parts.as_secs_f64(),
+            mb / parts.as_secs_f64(),
+            parts.as_secs_f64() / one.as_secs_f64()
+        );
+        clear(&from, &source.root().prefix).await;
+    }
+}
+
+/// `len` incompressible bytes from `seed`.
+fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    let mut bytes = Vec::with_capacity(len + 8);
+    while bytes.len() < len {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        bytes.extend_from_slice(&state.to_le_bytes());
+    }
+    bytes.truncate(len);
+    bytes
 }

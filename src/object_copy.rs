@@ -14,11 +14,36 @@ use std::collections::BTreeSet;
 use crate::s3_copy::{CopyAcross, MAX_COPY_OBJECT};
 use crate::store::StoreRoot;
 
-/// Objects at most this large are read whole and written with one PUT;
-/// larger ones stream through a multipart upload.
-pub const MULTIPART_THRESHOLD: u64 = 8 * 1024 * 1024;
 /// Multipart parts in flight per object.
 const PARTS_IN_FLIGHT: usize = 8;
+
+/// How a streamed copy writes: objects up to `multipart_threshold` bytes
+/// are read whole and written with one PUT, larger ones go up as a
+/// multipart upload of concurrent parts. One PUT costs the destination
+/// one request and no reassembly, and holds the object in memory while
+/// it goes; a multipart upload holds only the parts in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamPolicy {
+    pub multipart_threshold: u64,
+}
+
+impl StreamPolicy {
+    /// The default threshold, in MiB (see docs/performance.md for the
+    /// measurements it was chosen from).
+    pub const DEFAULT_MULTIPART_THRESHOLD_MIB: u32 = 64;
+
+    pub fn with_threshold_mib(mib: u32) -> StreamPolicy {
+        StreamPolicy {
+            multipart_threshold: u64::from(mib) << 20,
+        }
+    }
+}
+
+impl Default for StreamPolicy {
+    fn default() -> Self {
+        StreamPolicy::with_threshold_mib(StreamPolicy::DEFAULT_MULTIPART_THRESHOLD_MIB)
+    }
+}
 
 /// Copies `from` under `source` to `to` under `destination` the cheapest
 /// way (server-side within one store or one S3 endpoint, streaming
@@ -29,6 +54,7 @@ pub async fn copy_between(
     from: &str,
     destination: &StoreRoot,
     to: &str,
+    policy: StreamPolicy,
 ) -> object_store::Result<u64> {
     let (from, to) = (source.path(from), destination.path(to));
     if source.shares_store_with(destination) {
@@ -42,6 +68,7 @@ pub async fn copy_between(
         destination.store.as_ref(),
         &from,
         &to,
+        policy,
     )
     .await
 }
@@ -108,10 +135,11 @@ async fn stream_copy(
     destination: &dyn ObjectStore,
     from: &object_store::path::Path,
     to: &object_store::path::Path,
+    policy: StreamPolicy,
 ) -> object_store::Result<u64> {
     let object = source.get(from).await?;
     let size = object.meta.size;
-    if size <= MULTIPART_THRESHOLD {
+    if size <= policy.multipart_threshold {
         let bytes = object.bytes().await?;
         destination.put(to, bytes.into()).await?;
         return Ok(size);
@@ -152,5 +180,69 @@ impl Drop for AbortOnDrop {
                 let _ = upload.abort().await;
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use object_store::memory::InMemory;
+
+    use super::*;
+    use crate::testing::{CountingStore, Op};
+
+    fn root(url: &str, store: Arc<dyn ObjectStore>) -> StoreRoot {
+        StoreRoot {
+            url: url.into(),
+            store,
+            prefix: "db".into(),
+            s3: None,
+        }
+    }
+
+    /// A 6 MiB object streamed between two stores under `policy`: the
+    /// destination's count of (PUTs, multipart uploads).
+    async fn stream_six_mib(policy: StreamPolicy) -> (u64, u64) {
+        let source = root("memory:///a", Arc::new(InMemory::new()));
+        let counted = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
+        let destination = root("memory:///b", counted.clone());
+        let body: Vec<u8> = (0..6u32 << 20).map(|i| (i % 251) as u8).collect();
+        let name = "compacted/01.sst";
+        source
+            .store
+            .put(&source.path(name), body.clone().into())
+            .await
+            .unwrap();
+        let copied = copy_between(&source, name, &destination, name, policy)
+            .await
+            .unwrap();
+        assert_eq!(copied, body.len() as u64);
+        let landed = destination
+            .store
+            .get(&destination.path(name))
+            .await
+            .unwrap();
+        assert_eq!(landed.bytes().await.unwrap(), body, "the copy is whole");
+        (counted.count(Op::Put), counted.multipart_uploads())
+    }
+
+    #[tokio::test]
+    async fn objects_up_to_the_threshold_go_up_with_one_put_and_larger_ones_in_parts() {
+        assert_eq!(
+            stream_six_mib(StreamPolicy::with_threshold_mib(64)).await,
+            (1, 0),
+            "under the threshold: one PUT"
+        );
+        assert_eq!(
+            stream_six_mib(StreamPolicy::with_threshold_mib(5)).await,
+            (1, 1),
+            "over it: a multipart upload"
+        );
+        assert_eq!(
+            StreamPolicy::default().multipart_threshold,
+            64 << 20,
+            "the documented default"
+        );
     }
 }

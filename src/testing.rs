@@ -38,6 +38,8 @@ const OPS: usize = 6;
 pub struct CountingStore {
     inner: Arc<dyn ObjectStore>,
     counts: [AtomicU64; OPS],
+    /// Of the PUTs, those that began a multipart upload.
+    multipart: AtomicU64,
     by_kind: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
@@ -58,6 +60,7 @@ impl CountingStore {
         CountingStore {
             inner,
             counts: Default::default(),
+            multipart: AtomicU64::new(0),
             by_kind: Default::default(),
         }
     }
@@ -87,6 +90,11 @@ impl CountingStore {
     /// Requests of one kind forwarded so far.
     pub fn count(&self, op: Op) -> u64 {
         self.counts[op as usize].load(Ordering::Relaxed)
+    }
+
+    /// Multipart uploads begun so far (each also counts as a PUT).
+    pub fn multipart_uploads(&self) -> u64 {
+        self.multipart.load(Ordering::Relaxed)
     }
 
     /// Every count, for printing: `get=3 head=0 ...`.
@@ -128,6 +136,7 @@ impl ObjectStore for CountingStore {
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
         self.bump(Op::Put, Some(location));
+        self.multipart.fetch_add(1, Ordering::Relaxed);
         self.inner.put_multipart_opts(location, opts).await
     }
 

@@ -168,6 +168,15 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// S3's limits: parts of at least 5 MiB, one PUT of at most 5 GiB.
+    fn multipart_threshold(&mut self, field: &str, mib: Option<u32>) {
+        if mib.is_some_and(|m| !(5..=5120).contains(&m)) {
+            self.push(format!(
+                "{field} must be 5 to 5120 (MiB): S3 parts are at least 5 MiB and one PUT at most 5 GiB"
+            ));
+        }
+    }
+
     fn nonzero_bytes(&mut self, field: &str, value: Option<u64>) {
         if value == Some(0) {
             self.push(format!("{field} must be > 0"));
@@ -285,6 +294,7 @@ impl<'a> Checker<'a> {
         self.positive(&field("checkpoint_lifetime"), t.checkpoint_lifetime);
         self.positive(&field("deep_check"), t.deep_check);
         self.at_least_one(&field("copy_parallelism"), t.copy_parallelism);
+        self.multipart_threshold(&field("multipart_threshold_mib"), t.multipart_threshold_mib);
         self.positive(&field("retention.keep"), t.retention.keep);
     }
 

@@ -427,6 +427,11 @@ pub struct MirrorTargetOverrides {
     /// Objects copied at once by the builtin copier. Default `8`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub copy_parallelism: Option<u32>,
+    /// When an object streams (no server-side copy between the two
+    /// roots), objects up to this many MiB go up with one PUT and larger
+    /// ones as a multipart upload. Default `64`; 5 to 5120.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multipart_threshold_mib: Option<u32>,
     #[serde(default)]
     pub retention: RetentionOverrides,
     /// For `copier = "plugin:<name>"`: passed to the plugin's `configure`,

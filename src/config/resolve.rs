@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::files::*;
 use crate::duration::HumanDuration;
+use crate::object_copy::StreamPolicy;
 use crate::placement::PlacementHash;
 use crate::service::Service;
 
@@ -201,6 +202,8 @@ pub struct MirrorTargetSettings {
     pub checkpoint_lifetime: Duration,
     pub deep_check: Duration,
     pub copy_parallelism: u32,
+    /// How objects stream when no server-side copy is possible.
+    pub stream: StreamPolicy,
     pub retention_keep: Option<Duration>,
     /// `copier_config`, flattened for a plugin's `configure`.
     pub copier_config: Vec<(String, String)>,
@@ -249,6 +252,8 @@ pub mod defaults {
     pub const MIRROR_DEEP_CHECK: Duration = Duration::from_secs(3600);
     pub const CHECKPOINT_LIFETIME: Duration = Duration::from_secs(15 * 60);
     pub const COPY_PARALLELISM: u32 = 8;
+    pub const MULTIPART_THRESHOLD_MIB: u32 =
+        crate::object_copy::StreamPolicy::DEFAULT_MULTIPART_THRESHOLD_MIB;
     pub const PLUGIN_MEMORY_MIB: u32 = 64;
     pub const COPY_CALL_TIMEOUT: Duration = Duration::from_secs(600);
     pub const HOOK_CALL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -450,7 +455,7 @@ impl MirrorTargetOverrides {
         }
         overlay_fields!(self, upper;
             disabled, mode, copier, poll, interval, min_age, checkpoint_lifetime,
-            deep_check, copy_parallelism);
+            deep_check, copy_parallelism, multipart_threshold_mib);
         overlay_fields!(self.retention, upper.retention; keep);
         self.copier_config.extend(
             upper
@@ -476,6 +481,10 @@ impl MirrorTargetOverrides {
             ),
             deep_check: duration_or(self.deep_check, defaults::MIRROR_DEEP_CHECK),
             copy_parallelism: self.copy_parallelism.unwrap_or(defaults::COPY_PARALLELISM),
+            stream: StreamPolicy::with_threshold_mib(
+                self.multipart_threshold_mib
+                    .unwrap_or(defaults::MULTIPART_THRESHOLD_MIB),
+            ),
             retention_keep: self.retention.keep.map(|d| d.0),
             copier_config: flatten_config(&self.copier_config),
         }

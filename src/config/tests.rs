@@ -204,6 +204,7 @@ fn every_layer_rule_has_its_message() {
             min_age = "0s"
             checkpoint_lifetime = "0s"
             copy_parallelism = 0
+            multipart_threshold_mib = 4
             retention = { keep = "0s" }
         "#;
     let found = problems(parse_database_config(&FleetConfig::default(), text));
@@ -230,6 +231,7 @@ fn every_layer_rule_has_its_message() {
         "mirror.targets.dr.min_age must be > 0",
         "mirror.targets.dr.checkpoint_lifetime must be > 0",
         "mirror.targets.dr.copy_parallelism must be >= 1",
+        "mirror.targets.dr.multipart_threshold_mib must be 5 to 5120 (MiB): S3 parts are at least 5 MiB and one PUT at most 5 GiB",
         "mirror.targets.dr.retention.keep must be > 0",
         "compaction-workers.count must be >= 1 (drop \"compaction-workers\" from services to run none)",
         "compaction-workers.max_concurrent_compactions must be >= 1",
@@ -291,6 +293,7 @@ fn mirror_targets_layer_and_travel_together() {
             url = "s3://dr-bucket/mirrors"
             source_prefix = "s3://user-data"
             poll = "30s"
+            multipart_threshold_mib = 16
             [database.mirror.targets.backup]
             url = "gs://backups"
             "#,
@@ -323,8 +326,14 @@ fn mirror_targets_layer_and_travel_together() {
         "other fields fall through"
     );
     assert_eq!(dr.checkpoint_lifetime, Duration::from_secs(900));
+    assert_eq!(dr.stream.multipart_threshold, 16 << 20);
     assert!(!dr.disabled);
     let backup = &db.mirror_targets["backup"];
+    assert_eq!(
+        backup.stream.multipart_threshold,
+        64 << 20,
+        "the default threshold"
+    );
     assert!(backup.disabled);
     assert_eq!(
         backup.url.as_deref(),

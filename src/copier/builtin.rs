@@ -6,19 +6,27 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::{Copier, CopyBatch, CopyError, CopyProgress, CopyReport, ObjectOutcome};
-use crate::object_copy::copy_between;
+use crate::object_copy::{StreamPolicy, copy_between};
 use crate::store::StoreRoot;
 
 #[derive(Debug, Clone)]
 pub struct BuiltinCopier {
     parallelism: usize,
+    policy: StreamPolicy,
 }
 
 impl BuiltinCopier {
+    /// Copies `parallelism` objects at once, streaming by the default
+    /// [`StreamPolicy`].
     pub fn new(parallelism: u32) -> Self {
         BuiltinCopier {
             parallelism: parallelism.max(1) as usize,
+            policy: StreamPolicy::default(),
         }
+    }
+
+    pub fn with_policy(self, policy: StreamPolicy) -> Self {
+        BuiltinCopier { policy, ..self }
     }
 }
 
@@ -41,27 +49,41 @@ impl Copier for BuiltinCopier {
         cancel: &CancellationToken,
     ) -> Result<CopyReport, CopyError> {
         let (source, destination) = (batch.source, batch.destination);
-        let work = futures::stream::iter(batch.objects.iter().cloned())
-            .map(|name: String| async move {
-                let outcome = copy_object(source, destination, &name).await;
+        // Unordered: a large object early in the batch must not hold the
+        // slots of the small ones that finished behind it (`buffered`
+        // counts finished-but-unyielded copies against its limit).
+        let work = futures::stream::iter(batch.objects.iter().cloned().enumerate())
+            .map(|(index, name): (usize, String)| async move {
+                let outcome = copy_object(source, destination, &name, self.policy).await;
                 if let ObjectOutcome::Copied { bytes } = &outcome {
                     progress.record(1, bytes.unwrap_or(0));
                 }
-                (name, outcome)
+                (index, name, outcome)
             })
-            .buffered(self.parallelism)
+            .buffer_unordered(self.parallelism)
             .collect::<Vec<_>>();
-        tokio::select! {
-            outcomes = work => Ok(CopyReport { outcomes }),
-            () = cancel.cancelled() => Err(CopyError::Cancelled),
-        }
+        let mut done = tokio::select! {
+            done = work => done,
+            () = cancel.cancelled() => return Err(CopyError::Cancelled),
+        };
+        done.sort_unstable_by_key(|(index, _, _)| *index);
+        let outcomes = done
+            .into_iter()
+            .map(|(_, name, outcome)| (name, outcome))
+            .collect();
+        Ok(CopyReport { outcomes })
     }
 }
 
 /// Copies one object, overwriting. Re-copies are harmless: data objects
 /// are immutable under their names.
-async fn copy_object(source: &StoreRoot, destination: &StoreRoot, name: &str) -> ObjectOutcome {
-    match copy_between(source, name, destination, name).await {
+async fn copy_object(
+    source: &StoreRoot,
+    destination: &StoreRoot,
+    name: &str,
+    policy: StreamPolicy,
+) -> ObjectOutcome {
+    match copy_between(source, name, destination, name, policy).await {
         Ok(bytes) => ObjectOutcome::Copied { bytes: Some(bytes) },
         Err(object_store::Error::NotFound { .. }) => ObjectOutcome::Missing,
         Err(e) => ObjectOutcome::Failed(e.to_string()),
@@ -77,10 +99,8 @@ pub struct ExternalCopier {
 }
 
 impl ExternalCopier {
-    pub fn new(parallelism: u32) -> Self {
-        ExternalCopier {
-            backfill: BuiltinCopier::new(parallelism),
-        }
+    pub fn new(backfill: BuiltinCopier) -> Self {
+        ExternalCopier { backfill }
     }
 }
 

@@ -181,22 +181,26 @@ pub async fn for_target(
     options: &CopierOptions,
 ) -> Result<Arc<dyn Copier>, PluginError> {
     let parallelism = settings.copy_parallelism;
+    let builtin = || builtin::BuiltinCopier::new(parallelism).with_policy(settings.stream);
     Ok(match &settings.copier {
-        CopierKind::Builtin => Arc::new(builtin::BuiltinCopier::new(parallelism)),
+        CopierKind::Builtin => Arc::new(builtin()),
         CopierKind::Rclone => Arc::new(rclone::RcloneCopier::new(options.rclone.clone())),
-        CopierKind::External => Arc::new(builtin::ExternalCopier::new(parallelism)),
+        CopierKind::External => Arc::new(builtin::ExternalCopier::new(builtin())),
         CopierKind::Plugin(name) => {
             let plugins = PluginSet::required(options.plugins.as_deref(), name, &options.node_id)?;
             let plugin = plugins.copier(name, &options.node_id)?;
             check_pin(plugin.info(), limits.sha256.as_deref())?;
             let info = plugin.check(&settings.copier_config, limits).await?;
-            Arc::new(wasm::WasmCopier::new(
-                plugin.clone(),
-                settings.copier_config.clone(),
-                limits.clone(),
-                parallelism,
-                info.max_batch,
-            ))
+            Arc::new(
+                wasm::WasmCopier::new(
+                    plugin.clone(),
+                    settings.copier_config.clone(),
+                    limits.clone(),
+                    parallelism,
+                    info.max_batch,
+                )
+                .with_policy(settings.stream),
+            )
         }
     })
 }

@@ -11,6 +11,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::{Copier, CopyBatch, CopyError, CopyProgress, CopyReport, ObjectOutcome};
+use crate::object_copy::StreamPolicy;
 use crate::plugin::PluginLimits;
 use crate::plugin::copier::{CopierPlugin, Reported};
 
@@ -21,6 +22,8 @@ pub struct WasmCopier {
     limits: PluginLimits,
     parallelism: usize,
     batch_size: usize,
+    /// How the host streams the plugin's `copy-to`s.
+    policy: StreamPolicy,
 }
 
 impl std::fmt::Debug for WasmCopier {
@@ -47,7 +50,12 @@ impl WasmCopier {
             limits,
             parallelism: parallelism.max(1) as usize,
             batch_size: CopierPlugin::batch_size(max_batch),
+            policy: StreamPolicy::default(),
         }
+    }
+
+    pub fn with_policy(self, policy: StreamPolicy) -> Self {
+        WasmCopier { policy, ..self }
     }
 }
 
@@ -144,10 +152,10 @@ impl WasmCopier {
     ) -> impl Future<Output = BatchRun> + Send + 'static {
         let plugin = self.plugin.clone();
         let (source, destination) = (batch.source.clone(), batch.destination.clone());
-        let (config, limits) = (self.config.clone(), self.limits.clone());
+        let (config, limits, policy) = (self.config.clone(), self.limits.clone(), self.policy);
         async move {
             let ran = plugin
-                .run_batch(&source, &destination, &objects, &config, &limits)
+                .run_batch(&source, &destination, &objects, &config, &limits, policy)
                 .await;
             (index, ran)
         }

@@ -15,6 +15,7 @@ use super::host::{HostState, Scope};
 use super::runtime::{PluginRuntime, load_error};
 use super::text::{MAX_MESSAGE, bounded};
 use super::{PluginError, PluginInfo};
+use crate::object_copy::StreamPolicy;
 use crate::store::StoreRoot;
 
 /// Paths per call when the plugin states no preference.
@@ -110,12 +111,14 @@ impl CopierPlugin {
         objects: &[String],
         config: &[(String, String)],
         limits: &PluginLimits,
+        policy: StreamPolicy,
     ) -> Result<(Vec<(String, Reported)>, u64), PluginError> {
         let name = &self.info.name;
         let _memory = self.runtime.memory_share(limits.memory_bytes).await;
         let mut store = self
             .runtime
             .store(name, limits.memory_bytes, Scope::new(objects));
+        store.data_mut().stream_policy = policy;
         let bytes_written = store.data().bytes_written.clone();
         let src = store.data_mut().push_store(source.clone(), false);
         let dst = store.data_mut().push_store(destination.clone(), true);

@@ -18,7 +18,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::copier_world::sleet::plugin::{blob_store, log, types};
 use super::text::{MAX_LOG_LINE, bounded};
-use crate::object_copy::copy_between;
+use crate::object_copy::{StreamPolicy, copy_between};
 use crate::store::StoreRoot;
 
 /// Bytes a single `read` may return, whatever the plugin asks for.
@@ -214,6 +214,8 @@ pub struct HostState {
     pub bytes_written: Arc<AtomicU64>,
     /// Aborts of writers the call left unfinished.
     pub aborts: PendingAborts,
+    /// How `copy-to` streams when no server-side copy is possible.
+    pub stream_policy: StreamPolicy,
 }
 
 impl HostState {
@@ -235,6 +237,7 @@ impl HostState {
             scope,
             bytes_written: Arc::new(AtomicU64::new(0)),
             aborts: PendingAborts::default(),
+            stream_policy: StreamPolicy::default(),
         }
     }
 
@@ -408,7 +411,7 @@ impl blob_store::HostStore for HostState {
             return Ok(Err(e));
         }
         Ok(
-            match copy_between(&source, &path, &destination, &dest_path).await {
+            match copy_between(&source, &path, &destination, &dest_path, self.stream_policy).await {
                 Ok(size) => {
                     self.bytes_written.fetch_add(size, Ordering::Relaxed);
                     Ok(types::ObjectMeta {
