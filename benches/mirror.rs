@@ -8,6 +8,7 @@
 //! `copy-to`, and `verify-copier`, which streams every byte through the
 //! plugin and reads each copy back.
 //!
+//! `cargo bench --bench mirror -- across` skips the one-endpoint S3 case;
 //! `cargo bench --bench mirror -- multipart` instead times builtin's
 //! streamed copy across two S3 endpoints of objects of 16 to 128 MiB, each
 //! size sent with one PUT and as a multipart upload: what the default
@@ -33,7 +34,7 @@ use sleet::copier::rclone::RcloneCopier;
 use sleet::copier::{Copier, CopyProgress};
 use sleet::database::DatabaseHandle;
 use sleet::mirror::pass::MirrorPair;
-use sleet::object_copy::StreamPolicy;
+use sleet::upload::StreamPolicy;
 
 /// Objects copied at once by builtin and by the raw loop.
 const PARALLELISM: u32 = 8;
@@ -157,7 +158,10 @@ fn main() {
         let mb = listing(&store, &path).await.1 as f64 / 1e6;
         println!("mirror seeding: a seeding pass copies {mb:.0} MB (the head's closure)");
         print_runs("file to file", &file_runs, mb);
-        if let Some(endpoint) = &endpoint {
+        let only_across = filter.iter().any(|f| f == "across");
+        if only_across {
+            println!("mirror seeding: S3 to S3 on one endpoint skipped (`-- across`)");
+        } else if let Some(endpoint) = &endpoint {
             let s3_runs = s3_to_s3(&source_url, endpoint, endpoint).await;
             print_runs("S3 to S3", &s3_runs, mb);
         } else {
@@ -427,7 +431,7 @@ async fn s3_to_s3(file_source: &str, endpoint: &str, dest_endpoint: &str) -> Vec
     let mut copiers = plugin_copiers();
     copiers.push((
         "builtin".to_string(),
-        Arc::new(BuiltinCopier::new(PARALLELISM)) as Arc<dyn Copier>,
+        Arc::new(BuiltinCopier::new(PARALLELISM)),
     ));
     if one_endpoint {
         copiers.push((
@@ -435,60 +439,84 @@ async fn s3_to_s3(file_source: &str, endpoint: &str, dest_endpoint: &str) -> Vec
             Arc::new(RcloneCopier::new(None)) as Arc<dyn Copier>,
         ));
     }
-    // Every copier runs `rounds()` times, each round in a rotated order so
-    // that none always runs first or after the same neighbour; each copy
-    // is deleted once timed, so every run meets the same server state.
-    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); copiers.len() + 2];
-    let mut names = Vec::new();
+    // The objects a seeding pass copies: what builtin's untimed warm-up
+    // pass wrote (the loop and builtin alone copy exactly these).
+    let warm_up = destination("warm-up");
+    let builtin = Arc::new(BuiltinCopier::new(PARALLELISM));
+    pass(source(), destination("warm-up"), builtin.clone()).await;
+    let warm_up = warm_up.root().prefix;
+    let names = listing(&mirror_bucket, &warm_up).await.0;
+    clear(&mirror_bucket, &warm_up).await;
+    // Every contender runs `rounds()` times, each round in a rotated order
+    // so that none always runs first or after the same neighbour; each
+    // copy is deleted once timed, so every run meets the same server state.
+    let mut contenders: Vec<Contender> = copiers
+        .into_iter()
+        .map(|(label, copier)| Contender::Pass(label, copier))
+        .collect();
+    contenders.push(Contender::Alone);
+    contenders.push(Contender::Loop);
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); contenders.len()];
     for round in 0..rounds() {
-        for step in 0..copiers.len() {
-            let slot = (step + round) % copiers.len();
-            let (label, copier) = &copiers[slot];
-            let name = format!("{}-{round}", label.replace(' ', "-"));
-            times[slot].push(pass(source(), destination(&name), copier.clone()).await);
-            if one_endpoint && round == 0 && label == "plugin copy-to" {
+        for step in 0..contenders.len() {
+            let slot = (step + round) % contenders.len();
+            let name = format!(
+                "{}-{round}",
+                contenders[slot].label().replace([' ', ','], "-")
+            );
+            let target = destination(&name);
+            let start = Instant::now();
+            match &contenders[slot] {
+                Contender::Pass(_, copier) => {
+                    pass(source(), destination(&name), copier.clone()).await;
+                }
+                Contender::Alone => copy_alone(&builtin, &source(), &target, &names).await,
+                Contender::Loop => {
+                    let to = target.root().prefix;
+                    raw_copy(
+                        &sleet_bucket,
+                        &source_path,
+                        &mirror_bucket,
+                        &to,
+                        names.clone(),
+                    )
+                    .await;
+                }
+            }
+            times[slot].push(start.elapsed());
+            if one_endpoint && round == 0 && contenders[slot].label() == "plugin copy-to" {
                 print_check_cost_of(
                     "S3 to S3",
                     host_check(source(), destination(&name)).await,
                     times[slot][0],
                 );
             }
-            let dest = Path::from(format!("{run_id}/{name}"));
-            if label == "builtin" && names.is_empty() {
-                names = listing(&mirror_bucket, &dest).await.0;
-            }
-            clear(&mirror_bucket, &dest).await;
+            clear(&mirror_bucket, &target.root().prefix).await;
         }
-        // The limit copies exactly the objects builtin's pass wrote.
-        let raw = Path::from(format!("{run_id}/raw-{round}"));
-        let start = Instant::now();
-        raw_copy(
-            &sleet_bucket,
-            &source_path,
-            &mirror_bucket,
-            &raw,
-            names.clone(),
-        )
-        .await;
-        times[copiers.len() + 1].push(start.elapsed());
-        clear(&mirror_bucket, &raw).await;
-        // builtin's copy of the same objects without the pass around it.
-        let alone = format!("alone-{round}");
-        let start = Instant::now();
-        let copier = BuiltinCopier::new(PARALLELISM);
-        copy_alone(&copier, &source(), &destination(&alone), &names).await;
-        times[copiers.len()].push(start.elapsed());
-        clear(&mirror_bucket, &Path::from(format!("{run_id}/{alone}"))).await;
     }
-    let labels = copiers
-        .into_iter()
-        .map(|(label, _)| label)
-        .chain(["builtin, copy alone".to_string()])
-        .chain(["object_store loop (limit)".to_string()]);
-    labels
+    contenders
+        .iter()
         .zip(times)
-        .map(|(label, each)| Run::median_of(label, each))
+        .map(|(contender, each)| Run::median_of(contender.label().to_string(), each))
         .collect()
+}
+
+/// What the S3 cases time: a seeding pass with a copier; builtin's copy
+/// of the same objects alone; the plain loop (the limit, last).
+enum Contender {
+    Pass(String, Arc<dyn Copier>),
+    Alone,
+    Loop,
+}
+
+impl Contender {
+    fn label(&self) -> &str {
+        match self {
+            Contender::Pass(label, _) => label,
+            Contender::Alone => "builtin, copy alone",
+            Contender::Loop => "object_store loop (limit)",
+        }
+    }
 }
 
 /// builtin's copy of `names` from `source` to `destination`, outside a

@@ -54,6 +54,7 @@ pub mod status;
 pub mod store;
 #[doc(hidden)]
 pub mod testing;
+pub mod upload;
 
 pub use daemon::NodeOptions;
 pub use duration::HumanDuration;

@@ -1,49 +1,17 @@
 //! Copying one object between roots the cheapest way: server-side within
-//! one store or between buckets of one S3 endpoint, else streamed (one PUT
-//! when small, a multipart upload when large). The builtin copier and
-//! plugins' `copy-to` both run through here.
-//! A multipart upload that does not finish (an error, or the caller
-//! dropping the copy: a cancelled pass, a plugin call past its deadline) is
-//! aborted, so none is left behind at the destination.
-
-use futures::TryStreamExt;
-use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
+//! one store or between buckets of one S3 endpoint, else streamed through
+//! an [`Upload`] (one PUT when small, a multipart upload when large). The
+//! builtin copier and plugins' `copy-to` both run through here.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use futures::TryStreamExt;
+use object_store::{ObjectStore, ObjectStoreExt};
 
 use crate::s3_copy::{CopyAcross, MAX_COPY_OBJECT};
 use crate::store::StoreRoot;
-
-/// Multipart parts in flight per object.
-const PARTS_IN_FLIGHT: usize = 8;
-
-/// How a streamed copy writes: objects up to `multipart_threshold` bytes
-/// are read whole and written with one PUT, larger ones go up as a
-/// multipart upload of concurrent parts. One PUT costs the destination
-/// one request and no reassembly, and holds the object in memory while
-/// it goes; a multipart upload holds only the parts in flight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StreamPolicy {
-    pub multipart_threshold: u64,
-}
-
-impl StreamPolicy {
-    /// The default threshold, in MiB (see docs/performance.md for the
-    /// measurements it was chosen from).
-    pub const DEFAULT_MULTIPART_THRESHOLD_MIB: u32 = 64;
-
-    pub fn with_threshold_mib(mib: u32) -> StreamPolicy {
-        StreamPolicy {
-            multipart_threshold: u64::from(mib) << 20,
-        }
-    }
-}
-
-impl Default for StreamPolicy {
-    fn default() -> Self {
-        StreamPolicy::with_threshold_mib(StreamPolicy::DEFAULT_MULTIPART_THRESHOLD_MIB)
-    }
-}
+use crate::upload::{StreamPolicy, Upload};
 
 /// Copies `from` under `source` to `to` under `destination` the cheapest
 /// way (server-side within one store or one S3 endpoint, streaming
@@ -65,7 +33,7 @@ pub async fn copy_between(
     }
     stream_copy(
         source.store.as_ref(),
-        destination.store.as_ref(),
+        &destination.store,
         &from,
         &to,
         policy,
@@ -130,63 +98,37 @@ async fn server_side_copy(
     Ok(size)
 }
 
+/// GET `from` and write it to `to` as it arrives (one PUT or a
+/// multipart upload, by `policy`); returns its size.
 async fn stream_copy(
     source: &dyn ObjectStore,
-    destination: &dyn ObjectStore,
+    destination: &Arc<dyn ObjectStore>,
     from: &object_store::path::Path,
     to: &object_store::path::Path,
     policy: StreamPolicy,
 ) -> object_store::Result<u64> {
     let object = source.get(from).await?;
     let size = object.meta.size;
-    if size <= policy.multipart_threshold {
-        let bytes = object.bytes().await?;
-        destination.put(to, bytes.into()).await?;
-        return Ok(size);
-    }
-    let mut upload = AbortOnDrop(Some(WriteMultipart::new(
-        destination.put_multipart(to).await?,
-    )));
+    let mut upload = Upload::new(destination.clone(), to.clone(), policy);
     let mut chunks = object.into_stream();
     let streamed = async {
-        let writer = upload.0.as_mut().expect("taken only below");
         while let Some(chunk) = chunks.try_next().await? {
-            writer.wait_for_capacity(PARTS_IN_FLIGHT).await?;
-            writer.put(chunk);
+            upload.write(chunk).await?;
         }
         Ok::<_, object_store::Error>(())
     }
     .await;
-    let writer = upload.0.take().expect("still held");
     match streamed {
-        Ok(()) => writer.finish().await.map(|_| size),
+        Ok(()) => upload.finish().await.map(|_| size),
         Err(e) => {
-            let _ = writer.abort().await;
+            upload.abort().await;
             Err(e)
-        }
-    }
-}
-
-/// Aborts a multipart upload that is dropped before it finished.
-struct AbortOnDrop(Option<WriteMultipart>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        let Some(upload) = self.0.take() else {
-            return;
-        };
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _ = upload.abort().await;
-            });
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use object_store::memory::InMemory;
 
     use super::*;

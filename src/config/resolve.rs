@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use super::files::*;
 use crate::duration::HumanDuration;
-use crate::object_copy::StreamPolicy;
 use crate::placement::PlacementHash;
 use crate::service::Service;
+use crate::upload::StreamPolicy;
 
 /// Copies every field of `$upper` that is set onto `$lower`.
 macro_rules! overlay_fields {
@@ -253,7 +253,7 @@ pub mod defaults {
     pub const CHECKPOINT_LIFETIME: Duration = Duration::from_secs(15 * 60);
     pub const COPY_PARALLELISM: u32 = 8;
     pub const MULTIPART_THRESHOLD_MIB: u32 =
-        crate::object_copy::StreamPolicy::DEFAULT_MULTIPART_THRESHOLD_MIB;
+        crate::upload::StreamPolicy::DEFAULT_MULTIPART_THRESHOLD_MIB;
     pub const PLUGIN_MEMORY_MIB: u32 = 64;
     pub const COPY_CALL_TIMEOUT: Duration = Duration::from_secs(600);
     pub const HOOK_CALL_TIMEOUT: Duration = Duration::from_secs(5);

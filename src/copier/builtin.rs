@@ -6,8 +6,9 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::{Copier, CopyBatch, CopyError, CopyProgress, CopyReport, ObjectOutcome};
-use crate::object_copy::{StreamPolicy, copy_between};
+use crate::object_copy::copy_between;
 use crate::store::StoreRoot;
+use crate::upload::StreamPolicy;
 
 #[derive(Debug, Clone)]
 pub struct BuiltinCopier {

@@ -11,9 +11,9 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::{Copier, CopyBatch, CopyError, CopyProgress, CopyReport, ObjectOutcome};
-use crate::object_copy::StreamPolicy;
 use crate::plugin::PluginLimits;
 use crate::plugin::copier::{CopierPlugin, Reported};
+use crate::upload::StreamPolicy;
 
 /// A copier plugin with its target's config and the operator's limits.
 pub struct WasmCopier {
@@ -67,11 +67,17 @@ fn outcome(reported: Reported) -> ObjectOutcome {
     }
 }
 
+/// Calls per instance slot a copy aims for: several, so that a slot whose
+/// objects happen to be large does not leave the others idle at the end
+/// (objects within one call run in sequence).
+const CALLS_PER_SLOT: usize = 4;
+
 /// Objects per plugin call: what the plugin asked for at most, but small
-/// enough that a copy of `objects` keeps `parallelism` instances busy.
+/// enough that a copy of `objects` gives each of `parallelism` instance
+/// slots [`CALLS_PER_SLOT`] calls.
 fn chunk_size(objects: usize, parallelism: usize, max_batch: usize) -> usize {
     objects
-        .div_ceil(parallelism.max(1))
+        .div_ceil(parallelism.max(1) * CALLS_PER_SLOT)
         .clamp(1, max_batch.max(1))
 }
 
@@ -168,7 +174,8 @@ mod tests {
 
     #[test]
     fn batches_spread_over_the_parallelism_within_the_plugins_maximum() {
-        assert_eq!(chunk_size(100, 8, 256), 13, "8 calls of at most 13");
+        assert_eq!(chunk_size(100, 8, 256), 4, "25 calls of at most 4");
+        assert_eq!(chunk_size(19, 8, 64), 1, "19 calls of one");
         assert_eq!(
             chunk_size(10_000, 8, 256),
             256,
@@ -179,6 +186,7 @@ mod tests {
             1,
             "fewer objects than calls: one each"
         );
+        assert_eq!(chunk_size(1000, 8, 256), 32, "four calls per slot");
         assert_eq!(chunk_size(0, 8, 256), 1);
         assert_eq!(
             chunk_size(100, 0, 0),

@@ -15,8 +15,8 @@ use super::host::{HostState, Scope};
 use super::runtime::{PluginRuntime, load_error};
 use super::text::{MAX_MESSAGE, bounded};
 use super::{PluginError, PluginInfo};
-use crate::object_copy::StreamPolicy;
 use crate::store::StoreRoot;
+use crate::upload::StreamPolicy;
 
 /// Paths per call when the plugin states no preference.
 const DEFAULT_BATCH: usize = 256;
@@ -118,7 +118,7 @@ impl CopierPlugin {
         let mut store = self
             .runtime
             .store(name, limits.memory_bytes, Scope::new(objects));
-        store.data_mut().stream_policy = policy;
+        store.data_mut().set_stream_policy(policy);
         let bytes_written = store.data().bytes_written.clone();
         let src = store.data_mut().push_store(source.clone(), false);
         let dst = store.data_mut().push_store(destination.clone(), true);

@@ -9,23 +9,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use object_store::buffered::BufWriter;
 use object_store::{GetOptions, GetRange, ObjectStoreExt};
-use tokio::io::AsyncWriteExt;
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::copier_world::sleet::plugin::{blob_store, log, types};
 use super::text::{MAX_LOG_LINE, bounded};
-use crate::object_copy::{StreamPolicy, copy_between};
+use crate::object_copy::copy_between;
 use crate::store::StoreRoot;
+use crate::upload::{StreamPolicy, Upload};
 
 /// Bytes a single `read` may return, whatever the plugin asks for.
 const MAX_READ: usize = 1024 * 1024;
-/// What one open writer may buffer before it uploads a part (object
-/// store's `BufWriter` default): counted against the plugin's memory.
-const WRITER_BUFFER: u64 = 10 * 1024 * 1024;
 /// Readers open at once per call (each holds at most a chunk or so).
 const MAX_OPEN_READERS: usize = 16;
 /// Store requests (`head`, `open-read`, `open-write`, `copy-to`) per
@@ -53,11 +49,11 @@ struct CallBudget {
 }
 
 impl CallBudget {
-    /// Writers share the plugin's memory budget (each may buffer
-    /// [`WRITER_BUFFER`]); requests scale with the batch.
-    fn new(memory_bytes: u64, objects: usize) -> Self {
+    /// Requests scale with the batch; writers are set by
+    /// [`HostState::set_stream_policy`].
+    fn new(objects: usize) -> Self {
         CallBudget {
-            max_open_writers: (memory_bytes / WRITER_BUFFER).max(1) as usize,
+            max_open_writers: 1,
             open_writers: 0,
             open_readers: 0,
             requests_left: REQUESTS_PER_CALL + REQUESTS_PER_OBJECT * objects as u64,
@@ -150,8 +146,7 @@ pub struct ReaderHandle {
 
 pub struct WriterHandle {
     path: String,
-    writer: Option<BufWriter>,
-    written: u64,
+    writer: Option<Upload>,
     aborts: PendingAborts,
 }
 
@@ -162,13 +157,11 @@ pub struct WriterHandle {
 /// can wait for it before it reports the call done.
 impl Drop for WriterHandle {
     fn drop(&mut self) {
-        let Some(mut writer) = self.writer.take() else {
+        let Some(writer) = self.writer.take().filter(Upload::has_parts) else {
             return;
         };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            self.aborts.push(runtime.spawn(async move {
-                let _ = writer.abort().await;
-            }));
+            self.aborts.push(runtime.spawn(writer.abort()));
         }
     }
 }
@@ -214,14 +207,18 @@ pub struct HostState {
     pub bytes_written: Arc<AtomicU64>,
     /// Aborts of writers the call left unfinished.
     pub aborts: PendingAborts,
+    memory_bytes: u64,
     /// How `copy-to` streams when no server-side copy is possible.
-    pub stream_policy: StreamPolicy,
+    copy_policy: StreamPolicy,
+    /// How writers upload: the target's policy, held to half the
+    /// plugin's memory.
+    writer_policy: StreamPolicy,
 }
 
 impl HostState {
     /// A state with no filesystem, network or environment, and a memory cap.
     pub fn new(plugin: &str, memory_bytes: u64, scope: Scope) -> Self {
-        HostState {
+        let mut state = HostState {
             plugin: plugin.to_string(),
             table: ResourceTable::new(),
             wasi: WasiCtx::builder().build(),
@@ -233,12 +230,26 @@ impl HostState {
                 .instances(4)
                 .trap_on_grow_failure(true)
                 .build(),
-            budget: CallBudget::new(memory_bytes, scope.len()),
+            budget: CallBudget::new(scope.len()),
             scope,
             bytes_written: Arc::new(AtomicU64::new(0)),
             aborts: PendingAborts::default(),
-            stream_policy: StreamPolicy::default(),
-        }
+            memory_bytes,
+            copy_policy: StreamPolicy::default(),
+            writer_policy: StreamPolicy::default(),
+        };
+        state.set_stream_policy(StreamPolicy::default());
+        state
+    }
+
+    /// How this call's copies and writers upload. A writer holds up to
+    /// its threshold in host memory before it switches to parts, so the
+    /// writers open at once are what the plugin's memory holds of them.
+    pub fn set_stream_policy(&mut self, policy: StreamPolicy) {
+        self.copy_policy = policy;
+        self.writer_policy = policy.capped(self.memory_bytes / 2);
+        let each = self.writer_policy.multipart_threshold;
+        self.budget.max_open_writers = (self.memory_bytes / each).max(1) as usize;
     }
 
     pub fn limiter(&mut self) -> &mut dyn ResourceLimiter {
@@ -381,10 +392,10 @@ impl blob_store::HostStore for HostState {
             ))));
         }
         self.budget.open_writers += 1;
+        let upload = Upload::new(root.store.clone(), root.path(&path), self.writer_policy);
         let writer = WriterHandle {
-            writer: Some(BufWriter::new(root.store.clone(), root.path(&path))),
+            writer: Some(upload),
             path,
-            written: 0,
             aborts: self.aborts.clone(),
         };
         Ok(Ok(self.table.push(writer)?))
@@ -411,7 +422,7 @@ impl blob_store::HostStore for HostState {
             return Ok(Err(e));
         }
         Ok(
-            match copy_between(&source, &path, &destination, &dest_path, self.stream_policy).await {
+            match copy_between(&source, &path, &destination, &dest_path, self.copy_policy).await {
                 Ok(size) => {
                     self.bytes_written.fetch_add(size, Ordering::Relaxed);
                     Ok(types::ObjectMeta {
@@ -466,10 +477,9 @@ impl blob_store::HostWriter for HostState {
         let Some(inner) = writer.writer.as_mut() else {
             return Ok(Err(store_error("other", "write after finish")));
         };
-        if let Err(e) = inner.write_all(&chunk).await {
+        if let Err(e) = inner.write(Bytes::from(chunk)).await {
             return Ok(Err(store_error("unavailable", e.to_string())));
         }
-        writer.written += chunk.len() as u64;
         Ok(Ok(()))
     }
 
@@ -478,15 +488,16 @@ impl blob_store::HostWriter for HostState {
         handle: Resource<WriterHandle>,
     ) -> wasmtime::Result<Result<types::ObjectMeta, types::StoreError>> {
         let writer = self.table.get_mut(&handle)?;
-        let Some(mut inner) = writer.writer.take() else {
+        let Some(inner) = writer.writer.take() else {
             return Ok(Err(store_error("other", "finish called twice")));
         };
         self.budget.open_writers = self.budget.open_writers.saturating_sub(1);
-        if let Err(e) = inner.shutdown().await {
-            let _ = inner.abort().await;
-            return Ok(Err(store_error("unavailable", e.to_string())));
-        }
-        let (path, size) = (writer.path.clone(), writer.written);
+        // A failed finish has aborted its own multipart upload.
+        let size = match inner.finish().await {
+            Ok(size) => size,
+            Err(e) => return Ok(Err(store_error("unavailable", e.to_string()))),
+        };
+        let path = writer.path.clone();
         self.bytes_written.fetch_add(size, Ordering::Relaxed);
         Ok(Ok(types::ObjectMeta { path, size }))
     }
@@ -494,9 +505,9 @@ impl blob_store::HostWriter for HostState {
     /// An unfinished writer is abandoned: nothing is committed.
     async fn drop(&mut self, handle: Resource<WriterHandle>) -> wasmtime::Result<()> {
         let mut writer = self.table.delete(handle)?;
-        if let Some(mut inner) = writer.writer.take() {
+        if let Some(inner) = writer.writer.take() {
             self.budget.open_writers = self.budget.open_writers.saturating_sub(1);
-            let _ = inner.abort().await;
+            inner.abort().await;
         }
         Ok(())
     }

@@ -604,15 +604,15 @@ async fn a_planted_or_shared_compile_cache_is_never_loaded() {
 }
 
 /// A plugin that tries to make the host hold too much or do too much is
-/// refused at the host's budget: open writers (each may buffer 10 MiB)
-/// within its memory, store requests in proportion to its batch, and its
+/// refused at the host's budget: open writers (each may hold half the
+/// plugin's memory before it uploads in parts) within its memory, store requests in proportion to its batch, and its
 /// strings cut before they reach errors and logs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_cannot_make_the_host_hold_or_do_without_bound() {
     let (err, source, _) = hostile_error("writers").await;
     assert!(
-        err.contains("at most 3 writers may be open at once"),
-        "32 MiB of memory holds 3 writers' buffers: {err}"
+        err.contains("at most 2 writers may be open at once"),
+        "32 MiB of memory holds 2 writers of 16 MiB: {err}"
     );
     source.stop().await;
     let (err, source, _) = hostile_error("flood").await;
