@@ -14,10 +14,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use chrono::Utc;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectStoreExt, PutMode, PutOptions};
 use slatedb::VersionedManifest;
 use slatedb::config::CheckpointOptions;
@@ -151,12 +152,11 @@ impl MirrorPair {
     }
 
     async fn attempt(&self, cancel: &CancellationToken) -> Result<Attempt, MirrorError> {
-        let watermark = read_latest(&self.destination).await?;
-        let latest = read_latest(&self.source)
-            .await?
-            .ok_or_else(|| MirrorError::NotADatabase {
-                url: self.source.url().to_string(),
-            })?;
+        let (watermark, latest) =
+            tokio::try_join!(read_latest(&self.destination), read_latest(&self.source))?;
+        let latest = latest.ok_or_else(|| MirrorError::NotADatabase {
+            url: self.source.url().to_string(),
+        })?;
         check_source(self.source.url(), &latest)?;
         if let Some(w) = &watermark {
             if w.id() > latest.id() {
@@ -176,13 +176,15 @@ impl MirrorPair {
         };
         let work = self.plan(&closure, watermark.as_ref()).await?;
         if work.is_empty() {
-            return self.commit(&closure, watermark.as_ref(), 0, 0).await;
+            return self.commit(&closure, watermark.as_ref(), 0, 0, None).await;
         }
         let pin = self.pin().await?;
         let result = self
             .pinned_copy_and_commit(&pin, watermark.as_ref(), cancel)
             .await;
-        self.unpin(&pin.ids).await;
+        if !pin.released.load(Ordering::Relaxed) {
+            self.unpin(&pin.ids).await;
+        }
         result
     }
 
@@ -219,7 +221,7 @@ impl MirrorPair {
         if tokio::time::Instant::now() >= copied.pin_deadline {
             return Ok(Attempt::Restart("pin lapsed before commit".into()));
         }
-        self.commit(&closure, watermark, copied.objects, copied.bytes)
+        self.commit(&closure, watermark, copied.objects, copied.bytes, Some(pin))
             .await
     }
 
@@ -384,6 +386,7 @@ impl MirrorPair {
             manifest_id: created.manifest_id,
             refresh_at: now + self.checkpoint_lifetime / 2,
             deadline: now + self.checkpoint_lifetime,
+            released: AtomicBool::new(false),
         };
         let Some(head) = read_manifest(&self.source, created.manifest_id).await? else {
             return Ok(pin);
@@ -442,6 +445,7 @@ impl MirrorPair {
             manifest_id: latest.id(),
             refresh_at: never,
             deadline: never,
+            released: AtomicBool::new(false),
         })
     }
 
@@ -566,25 +570,29 @@ impl MirrorPair {
         watermark: Option<&VersionedManifest>,
         objects: u64,
         bytes: u64,
+        pin: Option<&Pin>,
     ) -> Result<Attempt, MirrorError> {
         let present = self.present_manifests(closure, watermark);
-        let mut committed = 0;
-        for &id in closure.manifests.keys().filter(|id| !present.contains(id)) {
-            let name = manifest_name(id);
-            let body = match get_bytes(&self.source.root(), &name).await? {
-                Some(body) => body,
-                None => {
-                    return Ok(Attempt::Restart(format!(
-                        "source manifest {id} vanished before commit"
-                    )));
-                }
-            };
-            match put_create_or_match(&self.destination.root(), &name, body).await? {
-                CreateOutcome::Written => committed += 1,
-                CreateOutcome::AlreadyThere => {}
-                CreateOutcome::Differs => return Err(self.diverged(id, closure.head.id())),
+        let missing: Vec<u64> = closure
+            .manifests
+            .keys()
+            .copied()
+            .filter(|id| !present.contains(id))
+            .collect();
+        let bodies = match self.manifest_bodies(&missing).await? {
+            Ok(bodies) => bodies,
+            Err(reason) => return Ok(Attempt::Restart(reason)),
+        };
+        // Nothing more is read from the source: the pin goes while the
+        // manifests are written, not after.
+        let release = async {
+            if let Some(pin) = pin {
+                pin.released.store(true, Ordering::Relaxed);
+                self.unpin(&pin.ids).await;
             }
-        }
+        };
+        let (written, ()) = tokio::join!(self.write_manifests(closure, bodies), release);
+        let committed = written?;
         let head = closure.head.id();
         tracing::info!(target = %self.target, head, manifests = committed, objects, "mirror pass committed");
         Ok(Attempt::Done(PassOutcome {
@@ -595,6 +603,56 @@ impl MirrorPair {
             objects_copied: objects,
             bytes_copied: bytes,
         }))
+    }
+
+    /// The source's bodies of manifests `ids`, [`HEAD_PARALLELISM`] at a
+    /// time, or a restart reason when one vanished.
+    async fn manifest_bodies(
+        &self,
+        ids: &[u64],
+    ) -> Result<Result<Vec<(u64, bytes::Bytes)>, String>, MirrorError> {
+        // Owned futures: a stream of borrowing closures would make the
+        // pass's future fail to be `Send` for every lifetime.
+        let gets: Vec<_> = ids
+            .iter()
+            .map(|&id| {
+                let source = self.source.root();
+                async move { get_bytes(&source, &manifest_name(id)).await }
+            })
+            .collect();
+        let fetched: Vec<Option<bytes::Bytes>> = futures::stream::iter(gets)
+            .buffered(HEAD_PARALLELISM)
+            .try_collect()
+            .await?;
+        let mut bodies = Vec::with_capacity(ids.len());
+        for (&id, body) in ids.iter().zip(fetched) {
+            match body {
+                Some(body) => bodies.push((id, body)),
+                None => return Ok(Err(format!("source manifest {id} vanished before commit"))),
+            }
+        }
+        Ok(Ok(bodies))
+    }
+
+    /// Writes `bodies` at the destination one at a time in ascending id
+    /// order, the head last: a destination holding a manifest holds every
+    /// lower one this pass commits, which is what a later pass's
+    /// watermark takes for granted. Returns how many were new.
+    async fn write_manifests(
+        &self,
+        closure: &Closure,
+        bodies: Vec<(u64, bytes::Bytes)>,
+    ) -> Result<u64, MirrorError> {
+        let destination = self.destination.root();
+        let mut committed = 0;
+        for (id, body) in bodies {
+            match put_create_or_match(&destination, &manifest_name(id), body).await? {
+                CreateOutcome::Written => committed += 1,
+                CreateOutcome::AlreadyThere => {}
+                CreateOutcome::Differs => return Err(self.diverged(id, closure.head.id())),
+            }
+        }
+        Ok(committed)
     }
 
     fn diverged(&self, destination_id: u64, source_id: u64) -> MirrorError {
@@ -622,6 +680,8 @@ struct Pin {
     manifest_id: u64,
     refresh_at: tokio::time::Instant,
     deadline: tokio::time::Instant,
+    /// Set once the commit has released the pin.
+    released: AtomicBool,
 }
 
 /// Refuses sources a byte copy cannot reproduce.
