@@ -122,6 +122,21 @@ pub fn endpoint() -> Option<String> {
     }
 }
 
+/// The second, separate S3 server `scripts/test` starts (for copies
+/// across endpoints); a failure when the first is required and this one
+/// is missing.
+pub fn second_endpoint() -> Option<String> {
+    match std::env::var("SLEET_S3_ENDPOINT_2") {
+        Ok(endpoint) => Some(endpoint),
+        Err(_) if std::env::var_os("SLEET_REQUIRE_S3").is_some() => {
+            panic!(
+                "SLEET_REQUIRE_S3 is set but SLEET_S3_ENDPOINT_2 is not (scripts/test starts it)"
+            )
+        }
+        Err(_) => None,
+    }
+}
+
 /// The environment a child process needs to reach the server.
 pub fn s3_env(endpoint: &str) -> Vec<(&'static str, String)> {
     vec![

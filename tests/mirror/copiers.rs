@@ -171,11 +171,13 @@ async fn the_external_copier_backfills_what_replication_missed() {
 }
 
 /// One builtin pass from `source_url` (in `BUCKET`) into `sleet-mirror`,
-/// every store and bucket address reached through `via`; returns the
+/// the source reached through `via` and the destination through
+/// `destination_via`; returns the
 /// outcome and how many data objects (`wal/`, `compacted/`) the node
 /// read from the source.
 async fn builtin_pass_across(
     via: &str,
+    destination_via: &str,
     source_url: &str,
     prefix: &str,
     name: &str,
@@ -198,10 +200,10 @@ async fn builtin_pass_across(
     let destination_url = format!("s3://sleet-mirror/{prefix}/{name}");
     let destination = DatabaseHandle::from_parts(
         destination_url.clone(),
-        s3_bucket_store(via, "sleet-mirror"),
+        s3_bucket_store(destination_via, "sleet-mirror"),
         Path::from(format!("{prefix}/{name}")),
     )
-    .with_s3_address(local_s3_address(via, "sleet-mirror"));
+    .with_s3_address(local_s3_address(destination_via, "sleet-mirror"));
     let pair = MirrorPair {
         target: name.into(),
         source,
@@ -232,6 +234,7 @@ async fn builtin_pass_across(
 /// every server-side copy with 403, as for a source in another account)
 /// gets the same objects streamed, and the copy verifies too; that run is
 /// also the control: the same count sees every object the node streams.
+/// A destination on a second server streams as well, and verifies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn builtin_copies_across_buckets_server_side_and_streams_when_refused() {
     let Some(endpoint) = endpoint() else { return };
@@ -240,15 +243,16 @@ async fn builtin_copies_across_buckets_server_side_and_streams_when_refused() {
     db::seed(&source_url, 3).await;
 
     let (outcome, data_reads, copy) =
-        builtin_pass_across(&endpoint, &source_url, &prefix, "server-side").await;
+        builtin_pass_across(&endpoint, &endpoint, &source_url, &prefix, "server-side").await;
     assert!(outcome.objects_copied >= 3, "{outcome:?}");
     assert_eq!(data_reads, 0, "no data object passed through the node");
     db::assert_reader_sees(&copy, 0..3).await;
 
     let refusing = crate::proxy::FaultProxy::start(&endpoint, 11).await;
     refusing.faults.refuse_copies(true);
+    let via = &refusing.endpoint;
     let (outcome, data_reads, copy) =
-        builtin_pass_across(&refusing.endpoint, &source_url, &prefix, "refused").await;
+        builtin_pass_across(via, via, &source_url, &prefix, "refused").await;
     let refused = crate::proxy::FaultCounts::get(&refusing.faults.counts.refused_copies);
     assert!(refused >= 1, "a server-side copy was tried and refused");
     assert!(
@@ -256,4 +260,20 @@ async fn builtin_copies_across_buckets_server_side_and_streams_when_refused() {
         "refused copies stream: {data_reads} reads for {outcome:?}"
     );
     db::assert_reader_sees(&copy, 0..3).await;
+
+    // A destination on another server: no copy request can name the
+    // source there, so the objects stream without asking, and verify.
+    let Some(second) = second_endpoint() else {
+        return;
+    };
+    let (outcome, data_reads, copy) =
+        builtin_pass_across(&endpoint, &second, &source_url, &prefix, "elsewhere").await;
+    assert!(outcome.objects_copied >= 3, "{outcome:?}");
+    assert!(
+        data_reads >= outcome.objects_copied,
+        "another endpoint's objects stream: {data_reads} reads for {outcome:?}"
+    );
+    let store = s3_bucket_store(&second, "sleet-mirror");
+    let root = object_store::path::Path::from(format!("{prefix}/elsewhere"));
+    db::assert_reader_sees_in(&copy, (store, root), 0..3).await;
 }

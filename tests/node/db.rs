@@ -109,17 +109,38 @@ pub async fn objects(url: &str, dir: &str) -> BTreeSet<String> {
 /// manifest read and its SST read; such a read is retried from a fresh
 /// manifest. Mirror destinations have no GC and never retry.
 pub async fn assert_reader_sees(url: &str, rounds: std::ops::Range<usize>) {
+    assert_reader_sees_in(url, open_store(url), rounds).await;
+}
+
+/// [`assert_reader_sees`] for a database at `root` of `store` (named
+/// `label` in failures): one on a server the URL alone does not reach.
+pub async fn assert_reader_sees_in(
+    label: &str,
+    (store, root): (Arc<dyn ObjectStore>, Path),
+    rounds: std::ops::Range<usize>,
+) {
     for attempt in 1..=5 {
-        match read_all(url, rounds.clone()).await {
+        match read_all(label, (store.clone(), root.clone()), rounds.clone()).await {
             Ok(()) => return,
             Err(e) if attempt < 5 && e.contains("NotFound") => continue,
-            Err(e) => panic!("{url}: {e}"),
+            Err(e) => panic!("{label}: {e}"),
         }
     }
 }
 
-async fn read_all(url: &str, rounds: std::ops::Range<usize>) -> Result<(), String> {
-    let reader = open_reader(url).await?;
+async fn read_all(
+    url: &str,
+    (store, root): (Arc<dyn ObjectStore>, Path),
+    rounds: std::ops::Range<usize>,
+) -> Result<(), String> {
+    let reader = DbReader::open(
+        root,
+        store,
+        DbReaderMode::FollowLatest,
+        DbReaderOptions::default(),
+    )
+    .await
+    .map_err(|e| format!("opens read-only: {e:?}"))?;
     check_keys(url, rounds, |k| {
         let reader = &reader;
         async move {
