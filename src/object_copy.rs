@@ -9,7 +9,7 @@ use std::sync::Arc;
 use futures::TryStreamExt;
 use object_store::{ObjectStore, ObjectStoreExt};
 
-use crate::s3_copy::{CopyAcross, MAX_COPY_OBJECT};
+use crate::s3_copy::{COPY_PART, CopyAcross, MAX_COPY_OBJECT};
 use crate::store::StoreRoot;
 use crate::upload::{StreamPolicy, Upload};
 
@@ -50,10 +50,10 @@ fn refused_pairs() -> std::sync::MutexGuard<'static, BTreeSet<(String, String)>>
     REFUSED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A server-side `CopyObject` from another bucket of the same S3
-/// endpoint: `Some(size)` when it copied, `None` when it cannot (not two
-/// such buckets, too large for one request, or refused: the caller
-/// streams).
+/// A server-side copy from another bucket of the same S3 endpoint (one
+/// `CopyObject`, or `UploadPartCopy` parts over 5 GiB): `Some(size)` when
+/// it copied, `None` when it cannot (not two such buckets, or refused: the
+/// caller streams).
 async fn across_buckets(
     source: &StoreRoot,
     from: &object_store::path::Path,
@@ -68,10 +68,12 @@ async fn across_buckets(
         return Ok(None);
     }
     let size = source.store.head(from).await?.size;
-    if size > MAX_COPY_OBJECT {
-        return Ok(None);
-    }
-    match dst.copy_from(src, from, to).await {
+    let copied = if size > MAX_COPY_OBJECT {
+        dst.copy_from_in_parts(src, from, to, size, COPY_PART).await
+    } else {
+        dst.copy_from(src, from, to).await
+    };
+    match copied {
         Ok(()) => Ok(Some(size)),
         Err(CopyAcross::NotFound) => Err(object_store::Error::NotFound {
             path: from.to_string(),

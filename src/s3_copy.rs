@@ -1,6 +1,8 @@
 //! Server-side copies between S3 buckets: a `CopyObject` whose copy
 //! source names another bucket, which `object_store` does not make (its
-//! copy stays within one bucket). The bytes never pass through the node.
+//! copy stays within one bucket), or for objects over 5 GiB a multipart
+//! upload whose parts are `UploadPartCopy`s. The bytes never pass
+//! through the node.
 //!
 //! The request is signed with `object_store`'s own SigV4 signer and the
 //! destination's credentials. A store that refuses (another account,
@@ -9,14 +11,18 @@
 
 use std::sync::{Arc, OnceLock};
 
+use futures::{StreamExt, TryStreamExt};
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, AwsAuthorizer};
 use object_store::client::{ClientOptions, HttpClient, HttpConnector, ReqwestConnector};
 use object_store::path::Path;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
-/// Largest object one `CopyObject` may copy; larger ones need
-/// `UploadPartCopy`, which is not built: they stream.
+/// Largest object one `CopyObject` may copy; larger ones are copied in
+/// parts with `UploadPartCopy`.
 pub const MAX_COPY_OBJECT: u64 = 5 * 1024 * 1024 * 1024;
+/// Bytes per `UploadPartCopy` part (S3 allows 5 MiB to 5 GiB): few
+/// requests, each still well within one request's time.
+pub const COPY_PART: u64 = 512 * 1024 * 1024;
 
 /// Characters a key keeps unescaped in a URL path or copy source.
 const KEY_SAFE: &AsciiSet = &NON_ALPHANUMERIC
@@ -127,6 +133,123 @@ impl S3Address {
         from: &Path,
         to: &Path,
     ) -> Result<(), CopyAcross> {
+        let copy_source = source.copy_source(from);
+        let reply = self
+            .send(
+                http::Method::PUT,
+                &self.object_url(to),
+                &[("x-amz-copy-source", &copy_source)],
+                "",
+            )
+            .await?;
+        reply.expect("CopyObjectResult").map(drop)
+    }
+
+    /// A server-side copy of an object too large for one `CopyObject`
+    /// (`size` bytes): a multipart upload here whose parts S3 copies from
+    /// `source` with `UploadPartCopy`, `part` bytes each, several at once.
+    /// A copy that fails midway aborts its upload.
+    pub async fn copy_from_in_parts(
+        &self,
+        source: &S3Address,
+        from: &Path,
+        to: &Path,
+        size: u64,
+        part: u64,
+    ) -> Result<(), CopyAcross> {
+        let url = self.object_url(to);
+        let created = self
+            .send(http::Method::POST, &format!("{url}?uploads"), &[], "")
+            .await?;
+        let upload = created
+            .expect("UploadId")?
+            .field("UploadId")
+            .ok_or_else(|| {
+                CopyAcross::Refused("CreateMultipartUpload: no UploadId in the reply".into())
+            })?;
+        let copied = self
+            .copy_parts(source, from, &url, &upload, size, part)
+            .await;
+        let completed = match copied {
+            Ok(etags) => {
+                let body = complete_body(&etags);
+                let done = self
+                    .send(
+                        http::Method::POST,
+                        &format!("{url}?uploadId={upload}"),
+                        &[],
+                        &body,
+                    )
+                    .await;
+                done.and_then(|reply| reply.expect("CompleteMultipartUploadResult").map(drop))
+            }
+            Err(e) => Err(e),
+        };
+        if completed.is_err() {
+            let abort = format!("{url}?uploadId={upload}");
+            if let Err(e) = self.send(http::Method::DELETE, &abort, &[], "").await {
+                tracing::warn!(bucket = %self.bucket, "could not abort a part copy's upload: {e:?}");
+            }
+        }
+        completed
+    }
+
+    /// Every part of `from` copied into upload `upload` at `url`; their
+    /// ETags in part order.
+    async fn copy_parts(
+        &self,
+        source: &S3Address,
+        from: &Path,
+        url: &str,
+        upload: &str,
+        size: u64,
+        part: u64,
+    ) -> Result<Vec<String>, CopyAcross> {
+        let copy_source = source.copy_source(from);
+        let ranges = part_ranges(size, part);
+        futures::stream::iter(ranges.into_iter().enumerate())
+            .map(|(index, (first, last))| {
+                let part_url = format!("{url}?partNumber={}&uploadId={upload}", index + 1);
+                let range = format!("bytes={first}-{last}");
+                let copy_source = copy_source.clone();
+                async move {
+                    let headers = [
+                        ("x-amz-copy-source", copy_source.as_str()),
+                        ("x-amz-copy-source-range", range.as_str()),
+                    ];
+                    let reply = self
+                        .send(http::Method::PUT, &part_url, &headers, "")
+                        .await?;
+                    reply.expect("CopyPartResult")?;
+                    reply.field("ETag").ok_or_else(|| {
+                        CopyAcross::Refused("UploadPartCopy: no ETag in the reply".into())
+                    })
+                }
+            })
+            .buffered(PART_COPIES_IN_FLIGHT)
+            .try_collect()
+            .await
+    }
+
+    /// `/bucket/key` of `from` here, as a copy source names it.
+    fn copy_source(&self, from: &Path) -> String {
+        format!(
+            "/{}/{}",
+            self.bucket,
+            utf8_percent_encode(from.as_ref(), KEY_SAFE)
+        )
+    }
+
+    /// One request to this bucket's endpoint, signed with its credentials;
+    /// the reply's status and (bounded) body. A request that cannot be
+    /// made or sent is a refusal: the caller streams instead.
+    async fn send(
+        &self,
+        method: http::Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Result<Reply, CopyAcross> {
         let refused = |why: String| CopyAcross::Refused(why);
         let credential = self
             .store
@@ -134,16 +257,14 @@ impl S3Address {
             .get_credential()
             .await
             .map_err(|e| refused(format!("no credentials: {e}")))?;
-        let copy_source = format!(
-            "/{}/{}",
-            source.bucket,
-            utf8_percent_encode(from.as_ref(), KEY_SAFE)
-        );
-        let mut request = http::Request::builder()
-            .method(http::Method::PUT)
-            .uri(self.object_url(to))
-            .header("x-amz-copy-source", copy_source)
-            .body(object_store::client::HttpRequestBody::empty())
+        let mut request = http::Request::builder().method(method).uri(url);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let mut request = request
+            .body(object_store::client::HttpRequestBody::from(
+                body.to_string(),
+            ))
             .map_err(|e| refused(format!("bad request: {e}")))?;
         AwsAuthorizer::new(&credential, "s3", &self.region)
             .try_authorize(&mut request, None)
@@ -155,20 +276,75 @@ impl S3Address {
             .map_err(|e| refused(format!("request failed: {e}")))?;
         let status = response.status();
         let body = response.into_body().bytes().await.unwrap_or_default();
-        let body = String::from_utf8_lossy(&body);
-        // S3 may answer 200 and put the error in the body.
-        if status.is_success() && body.contains("CopyObjectResult") {
-            return Ok(());
+        let body = &body[..body.len().min(MAX_REPLY)];
+        Ok(Reply {
+            status,
+            body: String::from_utf8_lossy(body).into_owned(),
+        })
+    }
+}
+
+/// Parts copied at once by one [`S3Address::copy_from_in_parts`].
+const PART_COPIES_IN_FLIGHT: usize = 8;
+/// Bytes of a reply kept: S3's XML replies to these requests are small.
+const MAX_REPLY: usize = 64 * 1024;
+
+/// What S3 answered.
+struct Reply {
+    status: http::StatusCode,
+    body: String,
+}
+
+impl Reply {
+    /// The text of the first `<name>` element.
+    fn field(&self, name: &str) -> Option<String> {
+        let (_, rest) = self.body.split_once(&format!("<{name}>"))?;
+        let (value, _) = rest.split_once(&format!("</{name}>"))?;
+        Some(value.to_string())
+    }
+
+    /// `Ok` with itself when the request succeeded and the body holds
+    /// `<element>` (S3 may answer 200 and put an error in the body);
+    /// otherwise why not.
+    fn expect(&self, element: &str) -> Result<&Reply, CopyAcross> {
+        if self.status.is_success() && self.body.contains(&format!("<{element}")) {
+            return Ok(self);
         }
-        if body.contains("<Code>NoSuchKey</Code>") {
+        let code = self.field("Code");
+        // A bare 404 (no error code, as some servers answer a part copy
+        // of a missing key) comes right after the HEAD that found the
+        // source: it went meanwhile.
+        let bare_404 = self.status == http::StatusCode::NOT_FOUND && code.is_none();
+        if code.as_deref() == Some("NoSuchKey") || bare_404 {
             return Err(CopyAcross::NotFound);
         }
-        let code = body
-            .split_once("<Code>")
-            .and_then(|(_, rest)| rest.split_once("</Code>"))
-            .map_or("no error code", |(code, _)| code);
-        Err(refused(format!("{status}: {code}")))
+        let code = code.unwrap_or_else(|| "no error code".into());
+        Err(CopyAcross::Refused(format!("{}: {code}", self.status)))
     }
+}
+
+/// Inclusive byte ranges of `part` bytes (the last shorter) covering
+/// `size` bytes.
+fn part_ranges(size: u64, part: u64) -> Vec<(u64, u64)> {
+    let part = part.max(1);
+    (0..size.div_ceil(part))
+        .map(|i| (i * part, ((i + 1) * part).min(size) - 1))
+        .collect()
+}
+
+/// The `CompleteMultipartUpload` body listing `etags` as parts 1, 2, ...
+fn complete_body(etags: &[String]) -> String {
+    let parts: String = etags
+        .iter()
+        .enumerate()
+        .map(|(i, etag)| {
+            format!(
+                "<Part><PartNumber>{}</PartNumber><ETag>{etag}</ETag></Part>",
+                i + 1
+            )
+        })
+        .collect();
+    format!("<CompleteMultipartUpload>{parts}</CompleteMultipartUpload>")
 }
 
 #[cfg(test)]
@@ -212,5 +388,59 @@ mod tests {
         assert!(!a.reaches(&address(Some("http://127.0.0.1:9000"), "a", false)));
         assert!(!a.reaches(&address(Some("http://127.0.0.1:9001"), "b", false)));
         assert!(!a.reaches(&address(None, "b", false)));
+    }
+
+    #[test]
+    fn part_ranges_cover_every_byte_once() {
+        assert_eq!(part_ranges(10, 4), vec![(0, 3), (4, 7), (8, 9)]);
+        assert_eq!(part_ranges(8, 4), vec![(0, 3), (4, 7)]);
+        assert_eq!(part_ranges(3, 4), vec![(0, 2)]);
+        assert!(part_ranges(0, 4).is_empty());
+    }
+
+    #[test]
+    fn replies_yield_fields_and_name_errors() {
+        let ok = Reply {
+            status: http::StatusCode::OK,
+            body: "<CopyPartResult><ETag>\"abc\"</ETag></CopyPartResult>".into(),
+        };
+        assert!(ok.expect("CopyPartResult").is_ok());
+        assert_eq!(ok.field("ETag").as_deref(), Some("\"abc\""));
+        let in_body = Reply {
+            status: http::StatusCode::OK,
+            body: "<Error><Code>InternalError</Code></Error>".into(),
+        };
+        assert!(
+            matches!(in_body.expect("CopyPartResult"), Err(CopyAcross::Refused(why)) if why.contains("InternalError"))
+        );
+        let missing = Reply {
+            status: http::StatusCode::NOT_FOUND,
+            body: "<Error><Code>NoSuchKey</Code></Error>".into(),
+        };
+        assert!(matches!(
+            missing.expect("CopyObjectResult"),
+            Err(CopyAcross::NotFound)
+        ));
+        let bare = Reply {
+            status: http::StatusCode::NOT_FOUND,
+            body: String::new(),
+        };
+        assert!(matches!(
+            bare.expect("CopyPartResult"),
+            Err(CopyAcross::NotFound)
+        ));
+        let no_bucket = Reply {
+            status: http::StatusCode::NOT_FOUND,
+            body: "<Error><Code>NoSuchBucket</Code></Error>".into(),
+        };
+        assert!(matches!(
+            no_bucket.expect("CopyPartResult"),
+            Err(CopyAcross::Refused(_))
+        ));
+        assert_eq!(
+            complete_body(&["a".into(), "b".into()]),
+            "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>a</ETag></Part>\
+             <Part><PartNumber>2</PartNumber><ETag>b</ETag></Part></CompleteMultipartUpload>"
+        );
     }
 }

@@ -277,3 +277,77 @@ async fn builtin_copies_across_buckets_server_side_and_streams_when_refused() {
     let root = object_store::path::Path::from(format!("{prefix}/elsewhere"));
     db::assert_reader_sees_in(&copy, (store, root), 0..3).await;
 }
+
+/// An object too large for one `CopyObject` (over 5 GiB) is copied across
+/// buckets in parts with `UploadPartCopy`; here a 12 MiB object in 5 MiB
+/// parts: the copy is the source byte for byte. A missing source is "not
+/// found" (the pass restarts), and a server that refuses part copies gets
+/// its upload aborted (the abort request is counted) and leaves no object
+/// (the caller streams instead).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_in_parts_across_buckets_is_the_source_byte_for_byte() {
+    use object_store::ObjectStoreExt;
+    use object_store::path::Path;
+    use sleet::s3_copy::CopyAcross;
+    use sleet::testing::local_s3_address;
+
+    let Some(endpoint) = endpoint() else { return };
+    let prefix = unique_prefix("parts");
+    let from = Path::from(format!("{prefix}/compacted/big.sst"));
+    let body: Vec<u8> = (0..(12u32 << 20) + 123)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    let source = s3_bucket_store(&endpoint, BUCKET);
+    source.put(&from, body.clone().into()).await.unwrap();
+    let part = 5 << 20;
+    let size = body.len() as u64;
+    let (src, dst) = (
+        local_s3_address(&endpoint, BUCKET).unwrap(),
+        local_s3_address(&endpoint, "sleet-mirror").unwrap(),
+    );
+    let to = Path::from(format!("{prefix}/compacted/copy.sst"));
+    dst.copy_from_in_parts(&src, &from, &to, size, part)
+        .await
+        .expect("copies in parts");
+    let mirror = s3_bucket_store(&endpoint, "sleet-mirror");
+    let copied = mirror.get(&to).await.unwrap().bytes().await.unwrap();
+    assert!(copied == body, "the copy differs from the source");
+
+    let missing = Path::from(format!("{prefix}/compacted/missing.sst"));
+    let gone = dst
+        .copy_from_in_parts(&src, &missing, &to, size, part)
+        .await;
+    assert!(matches!(gone, Err(CopyAcross::NotFound)), "{gone:?}");
+
+    let refusing = crate::proxy::FaultProxy::start(&endpoint, 12).await;
+    refusing.faults.refuse_copies(true);
+    let (src, dst) = (
+        local_s3_address(&refusing.endpoint, BUCKET).unwrap(),
+        local_s3_address(&refusing.endpoint, "sleet-mirror").unwrap(),
+    );
+    let refused_to = Path::from(format!("{prefix}/compacted/refused.sst"));
+    let refused = dst
+        .copy_from_in_parts(&src, &from, &refused_to, size, part)
+        .await;
+    assert!(
+        matches!(refused, Err(CopyAcross::Refused(_))),
+        "{refused:?}"
+    );
+    assert!(
+        matches!(
+            mirror.head(&refused_to).await,
+            Err(object_store::Error::NotFound { .. })
+        ),
+        "a refused part copy leaves no object"
+    );
+    // Through the proxy: the upload's creation, the refused part copies,
+    // and the abort (nothing else).
+    let counts = &refusing.faults.counts;
+    let refused_parts = crate::proxy::FaultCounts::get(&counts.refused_copies);
+    assert!(refused_parts >= 1);
+    assert_eq!(
+        crate::proxy::FaultCounts::get(&counts.requests),
+        refused_parts + 2,
+        "the upload was created, its parts refused, and it was aborted"
+    );
+}
