@@ -32,6 +32,13 @@ const KEY_SAFE: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'.')
     .remove(b'~');
 
+/// Characters a query value keeps unescaped.
+const QUERY_SAFE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 /// How to reach one S3 bucket with plain HTTP requests.
 #[derive(Clone)]
 pub struct S3Address {
@@ -167,6 +174,8 @@ impl S3Address {
             .ok_or_else(|| {
                 CopyAcross::Refused("CreateMultipartUpload: no UploadId in the reply".into())
             })?;
+        // As a query value: some servers' ids hold `+`, `/` or `=`.
+        let upload = utf8_percent_encode(&upload, QUERY_SAFE).to_string();
         let copied = self
             .copy_parts(source, from, &url, &upload, size, part)
             .await;
@@ -187,8 +196,12 @@ impl S3Address {
         };
         if completed.is_err() {
             let abort = format!("{url}?uploadId={upload}");
-            if let Err(e) = self.send(http::Method::DELETE, &abort, &[], "").await {
-                tracing::warn!(bucket = %self.bucket, "could not abort a part copy's upload: {e:?}");
+            let aborted = self.send(http::Method::DELETE, &abort, &[], "").await;
+            if !aborted
+                .as_ref()
+                .is_ok_and(|reply| reply.status.is_success())
+            {
+                tracing::warn!(bucket = %self.bucket, upload, "could not abort a part copy's multipart upload; the bucket's lifecycle rules must clear it");
             }
         }
         completed
