@@ -81,29 +81,14 @@ fn usages(fleet: &FleetConfig) -> Vec<Usage> {
             kind: PluginKind::Hook,
         });
     }
-    let code = &settings.compaction_code;
-    let roles = [
-        (
-            &code.merge_operator,
-            "merge_operator",
-            PluginKind::MergeOperator,
-        ),
-        (
-            &code.compaction_filter,
-            "compaction_filter",
-            PluginKind::CompactionFilter,
-        ),
-    ];
-    for (code, what, kind) in roles {
-        if let Some(code) = code {
-            usages.push(Usage {
-                plugin: code.plugin.clone(),
-                what: what.to_string(),
-                config: code.config.clone(),
-                limits: fleet.plugin_limits(&code.plugin, kind),
-                kind,
-            });
-        }
+    for (role, kind, code) in settings.compaction_code.roles() {
+        usages.push(Usage {
+            plugin: code.plugin.clone(),
+            what: role.to_string(),
+            config: code.config.clone(),
+            limits: fleet.plugin_limits(&code.plugin, kind),
+            kind,
+        });
     }
     usages
 }

@@ -411,16 +411,9 @@ fn plugin_warnings(
             assignment.service,
             Service::CompactorCoordinator | Service::CompactionWorkers
         ) {
-            let code = &settings.compaction_code;
-            let roles = [
-                ("merge_operator", &code.merge_operator),
-                ("compaction_filter", &code.compaction_filter),
-            ];
-            for (role, code) in roles {
-                if let Some(code) = code {
-                    let user = format!("{role} of {}", assignment.service);
-                    needed.push((user, code.plugin.clone()));
-                }
+            for (role, _, code) in settings.compaction_code.roles() {
+                let user = format!("{role} of {}", assignment.service);
+                needed.push((user, code.plugin.clone()));
             }
         }
         for (user, plugin) in needed {
@@ -668,5 +661,37 @@ mod tests {
                 "mirror destinations collide: s3://b/db1 target dr and s3://b/db3 target dr all map to s3://dr/x",
             ]
         );
+    }
+
+    fn warnings_for(service: Service) -> Vec<String> {
+        let fleet = FleetConfig::default();
+        let file = crate::config::parse_database_config(
+            &fleet,
+            "merge_operator = \"plugin:counter-merge\"\ncompaction_filter = \"plugin:ttl-filter\"\n",
+        )
+        .unwrap();
+        let settings = fleet.resolve_database(&file);
+        let assignment = crate::ownership::Assignment {
+            service,
+            target: None,
+            owners: vec!["n1".into()],
+        };
+        let bodies = BTreeMap::from([("n1".to_string(), HeartbeatBody::new("n1", vec![]))]);
+        plugin_warnings("db1", &settings, &[assignment], &fleet, &bodies)
+    }
+
+    /// A node that owns a database's compaction without its merge
+    /// operator or filter loaded is named; other services need neither.
+    #[test]
+    fn owners_of_compaction_are_warned_of_compaction_plugins_they_lack() {
+        assert_eq!(
+            warnings_for(Service::CompactionWorkers),
+            [
+                "merge_operator of compaction-workers of db1 needs plugin counter-merge, which node n1 has not loaded",
+                "compaction_filter of compaction-workers of db1 needs plugin ttl-filter, which node n1 has not loaded",
+            ]
+        );
+        assert_eq!(warnings_for(Service::CompactorCoordinator).len(), 2);
+        assert!(warnings_for(Service::Gc).is_empty());
     }
 }

@@ -50,6 +50,27 @@ pub struct CompactionCodeSettings {
     pub compaction_filter: Option<CodeSettings>,
 }
 
+impl CompactionCodeSettings {
+    /// Each configured role: its setting's name, the kind of plugin it
+    /// takes, and the plugin with its config.
+    pub fn roles(&self) -> impl Iterator<Item = (&'static str, PluginKind, &CodeSettings)> {
+        [
+            (
+                "merge_operator",
+                PluginKind::MergeOperator,
+                &self.merge_operator,
+            ),
+            (
+                "compaction_filter",
+                PluginKind::CompactionFilter,
+                &self.compaction_filter,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(role, kind, code)| code.as_ref().map(|code| (role, kind, code)))
+    }
+}
+
 /// One compaction plugin and the config it is given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodeSettings {
