@@ -118,7 +118,7 @@ impl CopierPlugin {
         let mut store = self
             .runtime
             .store(name, limits.memory_bytes, Scope::new(objects));
-        store.data_mut().set_stream_policy(policy);
+        store.data_mut().stream_policy = policy;
         let bytes_written = store.data().bytes_written.clone();
         let src = store.data_mut().push_store(source.clone(), false);
         let dst = store.data_mut().push_store(destination.clone(), true);

@@ -40,7 +40,6 @@ const MAX_MEMORIES: usize = 2;
 /// What one call may make the host do, beyond its linear memory.
 #[derive(Debug)]
 struct CallBudget {
-    max_open_writers: usize,
     open_writers: usize,
     open_readers: usize,
     requests_left: u64,
@@ -49,11 +48,10 @@ struct CallBudget {
 }
 
 impl CallBudget {
-    /// Requests scale with the batch; writers are set by
-    /// [`HostState::set_stream_policy`].
+    /// Requests scale with the batch (open writers are bounded by
+    /// [`HostState::max_open_writers`]).
     fn new(objects: usize) -> Self {
         CallBudget {
-            max_open_writers: 1,
             open_writers: 0,
             open_readers: 0,
             requests_left: REQUESTS_PER_CALL + REQUESTS_PER_OBJECT * objects as u64,
@@ -208,17 +206,15 @@ pub struct HostState {
     /// Aborts of writers the call left unfinished.
     pub aborts: PendingAborts,
     memory_bytes: u64,
-    /// How `copy-to` streams when no server-side copy is possible.
-    copy_policy: StreamPolicy,
-    /// How writers upload: the target's policy, held to half the
-    /// plugin's memory.
-    writer_policy: StreamPolicy,
+    /// How `copy-to` streams when no server-side copy is possible, and
+    /// (held to half the plugin's memory) how writers upload.
+    pub stream_policy: StreamPolicy,
 }
 
 impl HostState {
     /// A state with no filesystem, network or environment, and a memory cap.
     pub fn new(plugin: &str, memory_bytes: u64, scope: Scope) -> Self {
-        let mut state = HostState {
+        HostState {
             plugin: plugin.to_string(),
             table: ResourceTable::new(),
             wasi: WasiCtx::builder().build(),
@@ -235,21 +231,21 @@ impl HostState {
             bytes_written: Arc::new(AtomicU64::new(0)),
             aborts: PendingAborts::default(),
             memory_bytes,
-            copy_policy: StreamPolicy::default(),
-            writer_policy: StreamPolicy::default(),
-        };
-        state.set_stream_policy(StreamPolicy::default());
-        state
+            stream_policy: StreamPolicy::default(),
+        }
     }
 
-    /// How this call's copies and writers upload. A writer holds up to
-    /// its threshold in host memory before it switches to parts, so the
-    /// writers open at once are what the plugin's memory holds of them.
-    pub fn set_stream_policy(&mut self, policy: StreamPolicy) {
-        self.copy_policy = policy;
-        self.writer_policy = policy.capped(self.memory_bytes / 2);
-        let each = self.writer_policy.multipart_threshold;
-        self.budget.max_open_writers = (self.memory_bytes / each).max(1) as usize;
+    /// How a writer uploads: the call's policy, its threshold held to
+    /// half the plugin's memory.
+    fn writer_policy(&self) -> StreamPolicy {
+        self.stream_policy.capped(self.memory_bytes / 2)
+    }
+
+    /// A writer holds up to its threshold in host memory before it
+    /// switches to parts, so the writers open at once are what the
+    /// plugin's memory holds of them (at least one).
+    fn max_open_writers(&self) -> usize {
+        (self.memory_bytes / self.writer_policy().multipart_threshold).max(1) as usize
     }
 
     pub fn limiter(&mut self) -> &mut dyn ResourceLimiter {
@@ -384,15 +380,15 @@ impl blob_store::HostStore for HostState {
         if let Err(e) = self.scope.check(&path).and_then(|()| self.budget.request()) {
             return Ok(Err(e));
         }
-        if self.budget.open_writers >= self.budget.max_open_writers {
+        if self.budget.open_writers >= self.max_open_writers() {
             return Ok(Err(denied(format!(
                 "{path}: at most {} writers may be open at once within this plugin's memory \
                  budget; finish or drop one first",
-                self.budget.max_open_writers
+                self.max_open_writers()
             ))));
         }
         self.budget.open_writers += 1;
-        let upload = Upload::new(root.store.clone(), root.path(&path), self.writer_policy);
+        let upload = Upload::new(root.store.clone(), root.path(&path), self.writer_policy());
         let writer = WriterHandle {
             writer: Some(upload),
             path,
@@ -422,7 +418,7 @@ impl blob_store::HostStore for HostState {
             return Ok(Err(e));
         }
         Ok(
-            match copy_between(&source, &path, &destination, &dest_path, self.copy_policy).await {
+            match copy_between(&source, &path, &destination, &dest_path, self.stream_policy).await {
                 Ok(size) => {
                     self.bytes_written.fetch_add(size, Ordering::Relaxed);
                     Ok(types::ObjectMeta {
