@@ -133,14 +133,7 @@ async fn read_all(
     (store, root): (Arc<dyn ObjectStore>, Path),
     rounds: std::ops::Range<usize>,
 ) -> Result<(), String> {
-    let reader = DbReader::open(
-        root,
-        store,
-        DbReaderMode::FollowLatest,
-        DbReaderOptions::default(),
-    )
-    .await
-    .map_err(|e| format!("opens read-only: {e:?}"))?;
+    let reader = open_reader_in(store, root).await?;
     check_keys(url, rounds, |k| {
         let reader = &reader;
         async move {
@@ -161,6 +154,11 @@ async fn read_all(
 /// A `FollowLatest` reader, which writes nothing to the database.
 pub async fn open_reader(url: &str) -> Result<DbReader, String> {
     let (store, path) = open_store(url);
+    open_reader_in(store, path).await
+}
+
+/// [`open_reader`] for a database at `path` of `store`.
+async fn open_reader_in(store: Arc<dyn ObjectStore>, path: Path) -> Result<DbReader, String> {
     DbReader::open(
         path,
         store,
