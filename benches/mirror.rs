@@ -220,16 +220,8 @@ async fn seed(url: &str, mib: usize) -> u64 {
         .build()
         .await
         .expect("a writer");
-    let mut state = 0x2545_f491_4f6c_dd1du64;
     for i in 0..(mib * 1024 * 1024 / VALUE_BYTES) {
-        let value: Vec<u8> = (0..VALUE_BYTES / 8)
-            .flat_map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state.to_le_bytes()
-            })
-            .collect();
+        let value = random_bytes(VALUE_BYTES, 0x2545_f491_4f6c_dd1d ^ i as u64);
         db.put(format!("key-{i:08}"), value).await.expect("put");
     }
     db.flush_with_options(FlushOptions {
