@@ -110,10 +110,9 @@ impl Upload {
                 self.written += length;
                 Ok(())
             }
-            _ => Err(object_store::Error::Generic {
-                store: "upload",
-                source: "write after finish".into(),
-            }),
+            // Held became Parts just above; only `finish`, `abort` and drop
+            // leave Over, and each consumes or ends the upload.
+            State::Held(_) | State::Over => unreachable!("an upload written after it ended"),
         }
     }
 
