@@ -407,7 +407,7 @@ async fn s3_to_s3(file_source: &str, endpoint: &str, dest_endpoint: &str) -> Vec
             sleet_bucket.clone(),
             source_path.clone(),
         )
-        .with_s3_address(sleet::testing::local_s3_address(endpoint, "sleet"))
+        .with_address(sleet::testing::local_s3_bucket_address(endpoint, "sleet"))
     };
     let destination = |name: &str| {
         DatabaseHandle::from_parts(
@@ -415,7 +415,7 @@ async fn s3_to_s3(file_source: &str, endpoint: &str, dest_endpoint: &str) -> Vec
             mirror_bucket.clone(),
             Path::from(format!("{run_id}/{name}")),
         )
-        .with_s3_address(sleet::testing::local_s3_address(
+        .with_address(sleet::testing::local_s3_bucket_address(
             dest_endpoint,
             "sleet-mirror",
         ))

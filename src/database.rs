@@ -12,9 +12,9 @@ use slatedb::admin::{Admin, AdminBuilder};
 use slatedb::compactor::CompactionStatus;
 use slatedb::{CloseReason, ErrorKind};
 
+use crate::bucket_copy::BucketAddress;
 use crate::registry::{UrlError, canonicalize_database_url};
 use crate::response::QueueStatus;
-use crate::s3_copy::S3Address;
 use crate::store::{StoreRoot, open_url_with_address};
 
 /// How long one SlateDB admin read may take before it counts as failed.
@@ -61,8 +61,8 @@ pub struct DatabaseHandle {
     admin: Arc<Admin>,
     store: Arc<dyn ObjectStore>,
     path: Path,
-    /// For an S3 database, its bucket's address (server-side copies).
-    s3: Option<Arc<S3Address>>,
+    /// Its bucket's (or container's) address, for server-side copies.
+    address: Option<Arc<BucketAddress>>,
 }
 
 impl std::fmt::Debug for DatabaseHandle {
@@ -78,12 +78,12 @@ impl DatabaseHandle {
     /// environment. Reads nothing yet.
     pub fn open(url: &str) -> Result<DatabaseHandle, DatabaseError> {
         let canonical = canonicalize_database_url(url)?;
-        let (store, path, s3) =
+        let (store, path, address) =
             open_url_with_address(&canonical).map_err(|source| DatabaseError::Store {
                 url: canonical.clone(),
                 source,
             })?;
-        Ok(DatabaseHandle::from_parts(canonical, store, path).with_s3_address(s3))
+        Ok(DatabaseHandle::from_parts(canonical, store, path).with_address(address))
     }
 
     /// A handle over an existing store (tests, custom stores).
@@ -94,14 +94,14 @@ impl DatabaseHandle {
             admin,
             store,
             path,
-            s3: None,
+            address: None,
         }
     }
 
-    /// The same handle, knowing its S3 bucket's address (tests and
-    /// benchmarks that build S3 stores themselves).
-    pub fn with_s3_address(mut self, s3: Option<Arc<S3Address>>) -> Self {
-        self.s3 = s3;
+    /// The same handle, knowing its bucket's address (tests and
+    /// benchmarks that build stores themselves).
+    pub fn with_address(mut self, address: Option<Arc<BucketAddress>>) -> Self {
+        self.address = address;
         self
     }
 
@@ -111,8 +111,8 @@ impl DatabaseHandle {
         self,
         wrap: impl FnOnce(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore>,
     ) -> Self {
-        let s3 = self.s3.clone();
-        DatabaseHandle::from_parts(self.url, wrap(self.store), self.path).with_s3_address(s3)
+        let address = self.address.clone();
+        DatabaseHandle::from_parts(self.url, wrap(self.store), self.path).with_address(address)
     }
 
     pub fn url(&self) -> &str {
@@ -151,7 +151,7 @@ impl DatabaseHandle {
             url: self.url.clone(),
             store: self.store.clone(),
             prefix: self.path.clone(),
-            s3: self.s3.clone(),
+            address: self.address.clone(),
         }
     }
 

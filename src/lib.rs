@@ -19,6 +19,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod bucket_copy;
 pub mod cli;
 pub mod compaction_code;
 pub mod config;
@@ -46,7 +47,6 @@ pub mod probes;
 pub mod registry;
 pub mod response;
 pub mod root;
-pub mod s3_copy;
 pub mod schema;
 pub mod service;
 pub mod services;

@@ -1,5 +1,6 @@
 //! Copying one object between roots the cheapest way: server-side within
-//! one store or between buckets of one S3 endpoint, else streamed through
+//! one store or between buckets of one endpoint (S3, GCS, or containers
+//! of one Azure account), else streamed through
 //! an [`Upload`] (one PUT when small, a multipart upload when large). The
 //! builtin copier and plugins' `copy-to` both run through here.
 
@@ -9,12 +10,12 @@ use std::sync::Arc;
 use futures::TryStreamExt;
 use object_store::{ObjectStore, ObjectStoreExt};
 
-use crate::s3_copy::{COPY_PART, CopyAcross, MAX_COPY_OBJECT};
+use crate::bucket_copy::CopyAcross;
 use crate::store::StoreRoot;
 use crate::upload::{StreamPolicy, Upload};
 
 /// Copies `from` under `source` to `to` under `destination` the cheapest
-/// way (server-side within one store or one S3 endpoint, streaming
+/// way (server-side within one store or one endpoint, streaming
 /// otherwise); returns the bytes copied. Plugins' `copy-to` runs through
 /// here.
 pub async fn copy_between(
@@ -50,17 +51,16 @@ fn refused_pairs() -> std::sync::MutexGuard<'static, BTreeSet<(String, String)>>
     REFUSED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A server-side copy from another bucket of the same S3 endpoint (one
-/// `CopyObject`, or `UploadPartCopy` parts over 5 GiB): `Some(size)` when
-/// it copied, `None` when it cannot (not two such buckets, or refused: the
-/// caller streams).
+/// A server-side copy from another bucket of the same endpoint (see
+/// [`crate::bucket_copy`]): `Some(size)` when it copied, `None` when it
+/// cannot (not two such buckets, or refused: the caller streams).
 async fn across_buckets(
     source: &StoreRoot,
     from: &object_store::path::Path,
     destination: &StoreRoot,
     to: &object_store::path::Path,
 ) -> object_store::Result<Option<u64>> {
-    let (Some(src), Some(dst)) = (&source.s3, &destination.s3) else {
+    let (Some(src), Some(dst)) = (&source.address, &destination.address) else {
         return Ok(None);
     };
     let pair = (source.url.clone(), destination.url.clone());
@@ -68,16 +68,11 @@ async fn across_buckets(
         return Ok(None);
     }
     let size = source.store.head(from).await?.size;
-    let copied = if size > MAX_COPY_OBJECT {
-        dst.copy_from_in_parts(src, from, to, size, COPY_PART).await
-    } else {
-        dst.copy_from(src, from, to).await
-    };
-    match copied {
+    match dst.copy_from(src, from, to, size).await {
         Ok(()) => Ok(Some(size)),
         Err(CopyAcross::NotFound) => Err(object_store::Error::NotFound {
             path: from.to_string(),
-            source: "CopyObject: NoSuchKey".into(),
+            source: "a server-side copy found no source object".into(),
         }),
         Err(CopyAcross::Refused(why)) => {
             tracing::warn!(
@@ -141,7 +136,7 @@ mod tests {
             url: url.into(),
             store,
             prefix: "db".into(),
-            s3: None,
+            address: None,
         }
     }
 

@@ -10,9 +10,11 @@ use std::sync::Arc;
 
 use object_store::ObjectStore;
 use object_store::aws::AmazonS3Builder;
+use object_store::azure::MicrosoftAzureBuilder;
+use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::path::Path;
 
-use crate::s3_copy::S3Address;
+use crate::bucket_copy::{AzureAddress, BucketAddress, GcsAddress, S3Address};
 
 /// Options every S3 store gets, after the environment: SlateDB's manifest
 /// CAS and sleet's create-only registry writes need conditional PUTs
@@ -29,31 +31,71 @@ pub fn updates_in_place(url: &str) -> bool {
 /// Opens the store a canonical URL points into, and the path of the URL
 /// inside that store.
 pub fn open_url(canonical_url: &str) -> Result<(Arc<dyn ObjectStore>, Path), object_store::Error> {
-    let (url, options) = parse_with_options(canonical_url)?;
-    if is_s3(&url) {
-        let store = s3_builder(&url, options).build()?;
-        return Ok((Arc::new(store), Path::from_url_path(url.path())?));
-    }
-    let (store, path) = object_store::parse_url_opts(&url, options)?;
-    Ok((Arc::from(store), path))
+    let (store, path, _) = open_url_with_address(canonical_url)?;
+    Ok((store, path))
 }
 
-/// A store, the URL's path in it, and for S3 the bucket's address.
-pub type OpenedUrl = (Arc<dyn ObjectStore>, Path, Option<Arc<S3Address>>);
+/// A store, the URL's path in it, and for a bucket of S3 or GCS or a
+/// container of Azure its address.
+pub type OpenedUrl = (Arc<dyn ObjectStore>, Path, Option<Arc<BucketAddress>>);
 
-/// [`open_url`], and for an `s3://` URL the bucket's address, so copies
-/// into other buckets of the endpoint can run server-side. One store
-/// serves both.
+/// [`open_url`], and for an `s3://`, `gs://` or `az://` URL the bucket's
+/// (or container's) address, so copies into other buckets of the same
+/// endpoint can run server-side. One store serves both.
 pub fn open_url_with_address(canonical_url: &str) -> Result<OpenedUrl, object_store::Error> {
     let (url, options) = parse_with_options(canonical_url)?;
-    if !is_s3(&url) {
-        let (store, path) = object_store::parse_url_opts(&url, options)?;
-        return Ok((Arc::from(store), path, None));
+    open_with_options(&url, options)
+}
+
+/// Opens `url` with `options`. For the URL forms whose bucket is the
+/// host, the builder is made here rather than by `object_store`, so that
+/// the address read from it names the URL's bucket (an `AWS_BUCKET` in the
+/// environment does not win over the URL, in the store or the address).
+fn open_with_options(
+    url: &url::Url,
+    options: Vec<(String, String)>,
+) -> Result<OpenedUrl, object_store::Error> {
+    let bucket = url.host_str().filter(|_| url.username().is_empty());
+    let path = || Path::from_url_path(url.path());
+    match (url.scheme(), bucket) {
+        ("s3" | "s3a", Some(bucket)) => {
+            let builder = configured(
+                AmazonS3Builder::new(),
+                options,
+                AmazonS3Builder::with_config,
+            )
+            .with_bucket_name(bucket);
+            let store = Arc::new(builder.clone().build()?);
+            let address = S3Address::new(&builder, store.clone()).map(BucketAddress::S3);
+            Ok((store, path()?, address.map(Arc::new)))
+        }
+        ("gs", Some(bucket)) => {
+            let builder = configured(
+                GoogleCloudStorageBuilder::new(),
+                options,
+                GoogleCloudStorageBuilder::with_config,
+            )
+            .with_bucket_name(bucket);
+            let store = Arc::new(builder.clone().build()?);
+            let address = GcsAddress::new(&builder, store.clone()).map(BucketAddress::Gcs);
+            Ok((store, path()?, address.map(Arc::new)))
+        }
+        ("az" | "adl" | "azure" | "abfs" | "abfss", Some(container)) => {
+            let builder = configured(
+                MicrosoftAzureBuilder::new(),
+                options,
+                MicrosoftAzureBuilder::with_config,
+            )
+            .with_container_name(container);
+            let store = Arc::new(builder.clone().build()?);
+            let address = AzureAddress::new(&builder, store.clone()).map(BucketAddress::Azure);
+            Ok((store, path()?, address.map(Arc::new)))
+        }
+        _ => {
+            let (store, path) = object_store::parse_url_opts(url, options)?;
+            Ok((Arc::from(store), path, None))
+        }
     }
-    let builder = s3_builder(&url, options);
-    let store = Arc::new(builder.clone().build()?);
-    let address = S3Address::new(&builder, store.clone()).map(Arc::new);
-    Ok((store, Path::from_url_path(url.path())?, address))
 }
 
 fn is_s3(url: &url::Url) -> bool {
@@ -82,16 +124,19 @@ fn parse_with_options(
     Ok((url, options))
 }
 
-/// An S3 builder for `url` with every option it recognises, as
+/// `builder` with every option whose name it recognises (any case), as
 /// `object_store::parse_url_opts` configures one.
-fn s3_builder(url: &url::Url, options: Vec<(String, String)>) -> AmazonS3Builder {
-    options.into_iter().fold(
-        AmazonS3Builder::new().with_url(url.as_str()),
-        |builder, (key, value)| match key.to_ascii_lowercase().parse() {
-            Ok(key) => builder.with_config(key, value),
+fn configured<B, K: std::str::FromStr>(
+    builder: B,
+    options: Vec<(String, String)>,
+    with_config: fn(B, K, String) -> B,
+) -> B {
+    options.into_iter().fold(builder, |builder, (key, value)| {
+        match key.to_ascii_lowercase().parse() {
+            Ok(key) => with_config(builder, key, value),
             Err(_) => builder,
-        },
-    )
+        }
+    })
 }
 
 /// `prefix/relative`, or `relative` when the prefix is the store root.
@@ -145,6 +190,50 @@ mod tests {
         let (_, path) = open_url("file:///tmp/x").unwrap();
         assert_eq!(path.as_ref(), "tmp/x");
     }
+
+    /// The bucket (or container) of a root's address is the URL's, even
+    /// with another one in the environment: a copy aimed by the address
+    /// lands where the root's store writes.
+    #[test]
+    fn addresses_name_the_buckets_of_their_urls() {
+        let bucket_of = |url: &str, options: &[(&str, &str)]| {
+            let url = url::Url::parse(url).unwrap();
+            let options = options
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let (_, path, address) = open_with_options(&url, options).unwrap();
+            (
+                path.to_string(),
+                format!("{:?}", address.expect("an address")),
+            )
+        };
+        let (path, s3) = bucket_of(
+            "s3://data/db/x",
+            &[("AWS_BUCKET", "elsewhere"), ("AWS_REGION", "eu-west-1")],
+        );
+        assert_eq!(path, "db/x");
+        assert!(s3.contains("bucket: \"data\""), "{s3}");
+        let (_, gcs) = bucket_of(
+            "gs://data/db",
+            &[
+                ("GOOGLE_BUCKET", "elsewhere"),
+                (
+                    "GOOGLE_SERVICE_ACCOUNT_KEY",
+                    r#"{"disable_oauth": true, "client_email": "", "private_key": "", "private_key_id": ""}"#,
+                ),
+            ],
+        );
+        assert!(gcs.contains("bucket: \"data\""), "{gcs}");
+        let (_, azure) = bucket_of(
+            "az://data/db",
+            &[
+                ("AZURE_CONTAINER_NAME", "elsewhere"),
+                ("AZURE_STORAGE_USE_EMULATOR", "true"),
+            ],
+        );
+        assert!(azure.contains("container: \"data\""), "{azure}");
+    }
 }
 
 /// A root inside a store: a database, a mirror destination, a backup.
@@ -154,9 +243,10 @@ pub struct StoreRoot {
     pub url: String,
     pub store: Arc<dyn ObjectStore>,
     pub prefix: Path,
-    /// For an S3 root: its bucket's address, for server-side copies
-    /// from other buckets of the same endpoint.
-    pub s3: Option<Arc<S3Address>>,
+    /// For a root in an S3 or GCS bucket or an Azure container: its
+    /// address, for server-side copies from other buckets of the same
+    /// endpoint.
+    pub address: Option<Arc<BucketAddress>>,
 }
 
 impl std::fmt::Debug for StoreRoot {
@@ -168,12 +258,12 @@ impl std::fmt::Debug for StoreRoot {
 impl StoreRoot {
     /// Opens a canonical URL, with store options from the environment.
     pub fn open(canonical_url: &str) -> Result<StoreRoot, object_store::Error> {
-        let (store, prefix, s3) = open_url_with_address(canonical_url)?;
+        let (store, prefix, address) = open_url_with_address(canonical_url)?;
         Ok(StoreRoot {
             url: canonical_url.to_string(),
             store,
             prefix,
-            s3,
+            address,
         })
     }
 

@@ -137,6 +137,33 @@ pub fn second_endpoint() -> Option<String> {
     }
 }
 
+/// The GCS emulator `scripts/with-servers` starts (gs:// URLs reach it
+/// through `GOOGLE_SERVICE_ACCOUNT`), or `None` when these tests skip.
+pub fn gcs_endpoint() -> Option<String> {
+    emulator("SLEET_GCS_ENDPOINT")
+}
+
+/// The Azure emulator `scripts/with-servers` starts (az:// URLs reach it
+/// through `AZURE_STORAGE_USE_EMULATOR`), or `None` when these tests skip.
+pub fn azure_endpoint() -> Option<String> {
+    emulator("SLEET_AZURE_ENDPOINT")
+}
+
+/// An emulator's URL from `variable`; a failure when the S3 server is
+/// required (`scripts/test` starts them all together).
+fn emulator(variable: &str) -> Option<String> {
+    match std::env::var(variable) {
+        Ok(endpoint) => Some(endpoint),
+        Err(_) if std::env::var_os("SLEET_REQUIRE_S3").is_some() => {
+            panic!("SLEET_REQUIRE_S3 is set but {variable} is not (scripts/test starts it)")
+        }
+        Err(_) => {
+            eprintln!("note: {variable} is unset; skipping (scripts/test starts the emulators)");
+            None
+        }
+    }
+}
+
 /// The environment a child process needs to reach the server.
 pub fn s3_env(endpoint: &str) -> Vec<(&'static str, String)> {
     vec![

@@ -10,14 +10,14 @@ use crate::db;
 
 /// A source database written at `url`, registered in a fresh `file://`
 /// root whose `sleet.toml` has one target `t`.
-struct OneTarget {
+pub struct OneTarget {
     root: FileRoot,
     source: String,
     destination: String,
 }
 
 impl OneTarget {
-    async fn new(source: &str, destination: &str, copier: &str) -> OneTarget {
+    pub async fn new(source: &str, destination: &str, copier: &str) -> OneTarget {
         let root = FileRoot::new();
         root.write(
             "sleet.toml",
@@ -39,7 +39,7 @@ impl OneTarget {
     }
 
     /// `sleet mirror sync` then `sleet mirror verify`, both as JSON.
-    fn sync_and_verify(&self, env: &[(&str, &str)]) -> serde_json::Value {
+    pub fn sync_and_verify(&self, env: &[(&str, &str)]) -> serde_json::Value {
         let root = self.root.url();
         let synced = json(&ok(sleet_env(
             &[
@@ -172,9 +172,8 @@ async fn the_external_copier_backfills_what_replication_missed() {
 
 /// One builtin pass from `source_url` (in `BUCKET`) into `sleet-mirror`,
 /// the source reached through `via` and the destination through
-/// `destination_via`; returns the
-/// outcome and how many data objects (`wal/`, `compacted/`) the node
-/// read from the source.
+/// `destination_via`; returns the outcome, how many data objects the
+/// node read from the source (see [`builtin_pass`]), and the copy's URL.
 async fn builtin_pass_across(
     via: &str,
     destination_via: &str,
@@ -182,30 +181,52 @@ async fn builtin_pass_across(
     prefix: &str,
     name: &str,
 ) -> (sleet::mirror::pass::PassOutcome, u64, String) {
-    use std::sync::Arc;
-
     use object_store::path::Path;
-    use sleet::copier::builtin::BuiltinCopier;
     use sleet::database::DatabaseHandle;
-    use sleet::mirror::pass::{DeepCheck, MirrorPair};
-    use sleet::testing::{CountingStore, local_s3_address};
+    use sleet::testing::local_s3_bucket_address;
 
-    let counting = Arc::new(CountingStore::new(s3_bucket_store(via, BUCKET)));
     let source = DatabaseHandle::from_parts(
         source_url.to_string(),
-        counting.clone(),
+        s3_bucket_store(via, BUCKET),
         Path::from(format!("{prefix}/source")),
     )
-    .with_s3_address(local_s3_address(via, BUCKET));
+    .with_address(local_s3_bucket_address(via, BUCKET));
     let destination_url = format!("s3://sleet-mirror/{prefix}/{name}");
     let destination = DatabaseHandle::from_parts(
         destination_url.clone(),
         s3_bucket_store(destination_via, "sleet-mirror"),
         Path::from(format!("{prefix}/{name}")),
     )
-    .with_s3_address(local_s3_address(destination_via, "sleet-mirror"));
+    .with_address(local_s3_bucket_address(destination_via, "sleet-mirror"));
+    let (outcome, data_reads) = builtin_pass(source, destination).await;
+    (outcome, data_reads, destination_url)
+}
+
+/// One builtin pass from `source` to `destination`, which must verify;
+/// returns the outcome and how many data objects (`wal/`, `compacted/`)
+/// the node read from the source.
+pub async fn builtin_pass(
+    source: sleet::database::DatabaseHandle,
+    destination: sleet::database::DatabaseHandle,
+) -> (sleet::mirror::pass::PassOutcome, u64) {
+    use std::sync::Arc;
+
+    use sleet::copier::builtin::BuiltinCopier;
+    use sleet::mirror::pass::{DeepCheck, MirrorPair};
+    use sleet::testing::CountingStore;
+
+    let counting = Arc::new(CountingStore::new(source.store().clone()));
+    let source = source.wrap_store(|_| counting.clone());
+    // Named by the copy's last segment, so that passes from one source
+    // into several copies keep apart.
+    let target = destination
+        .url()
+        .rsplit('/')
+        .next()
+        .unwrap_or("t")
+        .to_string();
     let pair = MirrorPair {
-        target: name.into(),
+        target,
         source,
         destination: destination.clone(),
         copier: Arc::new(BuiltinCopier::new(8)),
@@ -224,8 +245,13 @@ async fn builtin_pass_across(
     let report = sleet::mirror::verify::verify(&destination)
         .await
         .expect("verify runs");
-    assert!(report.problems.is_empty(), "{name}: {:#?}", report.problems);
-    (outcome, data_reads, destination_url)
+    assert!(
+        report.problems.is_empty(),
+        "{}: {:#?}",
+        destination.url(),
+        report.problems
+    );
+    (outcome, data_reads)
 }
 
 /// Across two buckets of one S3 endpoint, builtin copies with S3's
@@ -288,7 +314,7 @@ async fn builtin_copies_across_buckets_server_side_and_streams_when_refused() {
 async fn a_copy_in_parts_across_buckets_is_the_source_byte_for_byte() {
     use object_store::ObjectStoreExt;
     use object_store::path::Path;
-    use sleet::s3_copy::CopyAcross;
+    use sleet::bucket_copy::CopyAcross;
     use sleet::testing::local_s3_address;
 
     let Some(endpoint) = endpoint() else { return };

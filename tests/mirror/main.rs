@@ -4,6 +4,7 @@
 //! One test binary (modules below) so the heavy dependency tree links once.
 
 mod cli;
+mod clouds;
 #[path = "../core/common.rs"]
 mod common;
 mod copiers;

@@ -1,21 +1,16 @@
 //! Server-side copies between S3 buckets: a `CopyObject` whose copy
-//! source names another bucket, which `object_store` does not make (its
-//! copy stays within one bucket), or for objects over 5 GiB a multipart
-//! upload whose parts are `UploadPartCopy`s. The bytes never pass
-//! through the node.
-//!
-//! The request is signed with `object_store`'s own SigV4 signer and the
-//! destination's credentials. A store that refuses (another account,
-//! another endpoint, a server without cross-bucket copy) answers with an
-//! error, and the caller streams the object instead.
+//! source names another bucket, or for objects over 5 GiB a multipart
+//! upload whose parts are `UploadPartCopy`s. Signed with
+//! `object_store`'s own SigV4 signer.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, AwsAuthorizer};
-use object_store::client::{ClientOptions, HttpClient, HttpConnector, ReqwestConnector};
 use object_store::path::Path;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+
+use super::{CopyAcross, Reply, Requests, request};
 
 /// Largest object one `CopyObject` may copy; larger ones are copied in
 /// parts with `UploadPartCopy`.
@@ -40,7 +35,6 @@ const QUERY_SAFE: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'~');
 
 /// How to reach one S3 bucket with plain HTTP requests.
-#[derive(Clone)]
 pub struct S3Address {
     /// `http(s)://host[:port]`, or `None` for AWS itself.
     endpoint: Option<String>,
@@ -50,8 +44,7 @@ pub struct S3Address {
     allow_http: bool,
     /// The bucket's own store: its credentials sign the copies.
     store: Arc<AmazonS3>,
-    /// Made at the first copy: most roots are never copied across buckets.
-    client: OnceLock<HttpClient>,
+    requests: Requests,
 }
 
 impl std::fmt::Debug for S3Address {
@@ -61,15 +54,6 @@ impl std::fmt::Debug for S3Address {
             .field("bucket", &self.bucket)
             .finish()
     }
-}
-
-/// Why a cross-bucket copy did not happen.
-#[derive(Debug)]
-pub enum CopyAcross {
-    /// The source object does not exist.
-    NotFound,
-    /// The store would not copy it server-side: stream it instead.
-    Refused(String),
 }
 
 impl S3Address {
@@ -87,7 +71,7 @@ impl S3Address {
                 object_store::ClientConfigKey::AllowHttp,
             )),
             store,
-            client: OnceLock::new(),
+            requests: Requests::default(),
         })
     }
 
@@ -95,17 +79,6 @@ impl S3Address {
     /// `None` when it does not build.
     pub fn from_builder(builder: &AmazonS3Builder) -> Option<S3Address> {
         S3Address::new(builder, Arc::new(builder.clone().build().ok()?))
-    }
-
-    /// The HTTP client copies go through, made once.
-    fn client(&self) -> Result<&HttpClient, CopyAcross> {
-        if let Some(client) = self.client.get() {
-            return Ok(client);
-        }
-        let client = ReqwestConnector::default()
-            .connect(&ClientOptions::new().with_allow_http(self.allow_http))
-            .map_err(|e| CopyAcross::Refused(format!("no HTTP client: {e}")))?;
-        Ok(self.client.get_or_init(|| client))
     }
 
     /// Whether a request to this bucket's endpoint can name `other`'s
@@ -133,7 +106,26 @@ impl S3Address {
         }
     }
 
-    /// Copies `from` in `source`'s bucket to `to` in this one, server-side.
+    /// Copies `from` (`size` bytes) in `source`'s bucket to `to` in this
+    /// one, server-side: one `CopyObject` up to its 5 GiB limit, parts
+    /// over it.
+    pub async fn copy_from_sized(
+        &self,
+        source: &S3Address,
+        from: &Path,
+        to: &Path,
+        size: u64,
+    ) -> Result<(), CopyAcross> {
+        if size > MAX_COPY_OBJECT {
+            self.copy_from_in_parts(source, from, to, size, COPY_PART)
+                .await
+        } else {
+            self.copy_from(source, from, to).await
+        }
+    }
+
+    /// Copies `from` in `source`'s bucket to `to` in this one with one
+    /// `CopyObject`.
     pub async fn copy_from(
         &self,
         source: &S3Address,
@@ -263,51 +255,23 @@ impl S3Address {
         headers: &[(&str, &str)],
         body: &str,
     ) -> Result<Reply, CopyAcross> {
-        let refused = |why: String| CopyAcross::Refused(why);
         let credential = self
             .store
             .credentials()
             .get_credential()
             .await
-            .map_err(|e| refused(format!("no credentials: {e}")))?;
-        let mut request = http::Request::builder().method(method).uri(url);
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let mut request = request
-            .body(object_store::client::HttpRequestBody::from(
-                body.to_string(),
-            ))
-            .map_err(|e| refused(format!("bad request: {e}")))?;
+            .map_err(|e| CopyAcross::Refused(format!("no credentials: {e}")))?;
+        let mut request = request(method, url, headers, body.to_string())?;
         AwsAuthorizer::new(&credential, "s3", &self.region)
             .try_authorize(&mut request, None)
-            .map_err(|e| refused(format!("cannot sign: {e}")))?;
-        let response = self
-            .client()?
-            .execute(request)
-            .await
-            .map_err(|e| refused(format!("request failed: {e}")))?;
-        let status = response.status();
-        let body = response.into_body().bytes().await.unwrap_or_default();
-        let body = &body[..body.len().min(MAX_REPLY)];
-        Ok(Reply {
-            status,
-            body: String::from_utf8_lossy(body).into_owned(),
-        })
+            .map_err(|e| CopyAcross::Refused(format!("cannot sign: {e}")))?;
+        self.requests.send(request, self.allow_http).await
     }
 }
 
 /// Parts copied at once by one [`S3Address::copy_from_in_parts`].
 const PART_COPIES_IN_FLIGHT: usize = 8;
-/// Bytes of a reply kept: S3's XML replies to these requests are small.
-const MAX_REPLY: usize = 64 * 1024;
-
-/// What S3 answered.
-struct Reply {
-    status: http::StatusCode,
-    body: String,
-}
-
+/// S3's XML replies.
 impl Reply {
     /// The text of the first `<name>` element.
     fn field(&self, name: &str) -> Option<String> {
@@ -415,12 +379,14 @@ mod tests {
     fn replies_yield_fields_and_name_errors() {
         let ok = Reply {
             status: http::StatusCode::OK,
+            headers: Default::default(),
             body: "<CopyPartResult><ETag>\"abc\"</ETag></CopyPartResult>".into(),
         };
         assert!(ok.expect("CopyPartResult").is_ok());
         assert_eq!(ok.field("ETag").as_deref(), Some("\"abc\""));
         let in_body = Reply {
             status: http::StatusCode::OK,
+            headers: Default::default(),
             body: "<Error><Code>InternalError</Code></Error>".into(),
         };
         assert!(
@@ -428,6 +394,7 @@ mod tests {
         );
         let missing = Reply {
             status: http::StatusCode::NOT_FOUND,
+            headers: Default::default(),
             body: "<Error><Code>NoSuchKey</Code></Error>".into(),
         };
         assert!(matches!(
@@ -436,6 +403,7 @@ mod tests {
         ));
         let bare = Reply {
             status: http::StatusCode::NOT_FOUND,
+            headers: Default::default(),
             body: String::new(),
         };
         assert!(matches!(
@@ -444,6 +412,7 @@ mod tests {
         ));
         let no_bucket = Reply {
             status: http::StatusCode::NOT_FOUND,
+            headers: Default::default(),
             body: "<Error><Code>NoSuchBucket</Code></Error>".into(),
         };
         assert!(matches!(

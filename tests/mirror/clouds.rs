@@ -1,0 +1,180 @@
+//! Server-side copies on the GCS and Azure emulators `scripts/test`
+//! starts: across two buckets of fake-gcs-server with `rewriteTo`, and
+//! across two containers of Azurite with `Copy Blob`. The bytes never pass
+//! through the node; into another cloud they stream.
+
+use std::sync::Arc;
+
+use object_store::ObjectStoreExt;
+use sleet::bucket_copy::CopyAcross;
+use sleet::database::DatabaseHandle;
+use sleet::object_copy::copy_between;
+use sleet::store::StoreRoot;
+use sleet::testing::{CountingStore, Op};
+use sleet::upload::StreamPolicy;
+
+use crate::common::*;
+use crate::copiers::{OneTarget, builtin_pass};
+use crate::db;
+
+/// Across two containers of one Azure account, builtin copies with
+/// `Copy Blob`: the node reads none of the data objects, the copy
+/// verifies and a reader reads it back. Into S3 (another cloud) the same
+/// pass streams every object: the control that shows the count sees a
+/// copy through the node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builtin_copies_across_azure_containers_server_side() {
+    let Some(_) = azure_endpoint() else { return };
+    let prefix = unique_prefix("azure");
+    let source_url = format!("az://sleet/{prefix}/source");
+    db::seed(&source_url, 3).await;
+    let open = |url: &str| DatabaseHandle::open(url).expect("an Azure root");
+
+    let copy = format!("az://sleet-mirror/{prefix}/server-side");
+    let (outcome, data_reads) = builtin_pass(open(&source_url), open(&copy)).await;
+    assert!(outcome.objects_copied >= 3, "{outcome:?}");
+    assert_eq!(data_reads, 0, "no data object passed through the node");
+    db::assert_reader_sees(&copy, 0..3).await;
+
+    let Some(endpoint) = endpoint() else { return };
+    let elsewhere = format!("s3://sleet-mirror/{prefix}/elsewhere");
+    let destination = DatabaseHandle::from_parts(
+        elsewhere.clone(),
+        s3_bucket_store(&endpoint, "sleet-mirror"),
+        object_store::path::Path::from(format!("{prefix}/elsewhere")),
+    )
+    .with_address(sleet::testing::local_s3_bucket_address(
+        &endpoint,
+        "sleet-mirror",
+    ));
+    let (outcome, data_reads) = builtin_pass(open(&source_url), destination).await;
+    assert!(
+        data_reads >= outcome.objects_copied,
+        "into another cloud every object streams: {data_reads} reads for {outcome:?}"
+    );
+    db::assert_reader_sees(&elsewhere, 0..3).await;
+}
+
+/// The same through the real binary, configured from the environment as
+/// an operator's node is (`AZURE_STORAGE_USE_EMULATOR`): `sleet mirror
+/// sync` between two containers commits and verifies. A missing source
+/// blob is "not found", not a refusal: the pass restarts instead of
+/// streaming nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_sync_between_azure_containers_commits_and_verifies() {
+    let Some(_) = azure_endpoint() else { return };
+    let prefix = unique_prefix("azure-cli");
+    let source = format!("az://sleet/{prefix}/source");
+    let copy = format!("az://sleet-mirror/{prefix}/copy");
+    let target = OneTarget::new(&source, &copy, "builtin").await;
+    let synced = target.sync_and_verify(&[]);
+    assert!(synced["bytes_copied"].as_u64().unwrap() > 0, "{synced}");
+    db::assert_reader_sees(&copy, 0..3).await;
+
+    let from = StoreRoot::open(&source).unwrap();
+    let to = StoreRoot::open(&copy).unwrap();
+    let (Some(src), Some(dst)) = (&from.address, &to.address) else {
+        panic!("az:// roots have addresses");
+    };
+    assert!(dst.reaches(src));
+    let missing = dst
+        .copy_from(src, &from.path("compacted/none.sst"), &to.path("x.sst"), 1)
+        .await;
+    assert!(matches!(missing, Err(CopyAcross::NotFound)), "{missing:?}");
+}
+
+/// Uploads `body` as `name` in `bucket` of the GCS emulator with its JSON
+/// API: fake-gcs-server takes no XML-API writes, which are what
+/// `object_store`'s GCS client makes (its reads work).
+async fn gcs_upload(endpoint: &str, bucket: &str, name: &str, body: Vec<u8>) {
+    let name: String = url::form_urlencoded::byte_serialize(name.as_bytes()).collect();
+    let url = format!("{endpoint}/upload/storage/v1/b/{bucket}/o?uploadType=media&name={name}");
+    let reply = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(url)
+        .body(body)
+        .send()
+        .await
+        .expect("the GCS emulator answers");
+    assert!(reply.status().is_success(), "upload: {}", reply.status());
+}
+
+/// Across two GCS buckets, an object is copied with `rewriteTo`: the node
+/// reads none of its bytes and the copy is the source byte for byte. A
+/// missing source is "not found", a missing destination bucket a refusal.
+/// Into a local directory (another store) the same object streams: the
+/// count sees its one read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_cross_gcs_buckets_with_rewrite_and_stream_elsewhere() {
+    let Some(gcs) = gcs_endpoint() else { return };
+    let prefix = unique_prefix("gcs");
+    let body: Vec<u8> = (0..(3u32 << 20) + 17)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    let name = "compacted/01.sst";
+    gcs_upload(&gcs, "sleet", &format!("{prefix}/{name}"), body.clone()).await;
+
+    let opened = StoreRoot::open(&format!("gs://sleet/{prefix}")).unwrap();
+    let counting = Arc::new(CountingStore::new(opened.store.clone()));
+    let source = StoreRoot {
+        store: counting.clone(),
+        ..opened.clone()
+    };
+    let destination = StoreRoot::open(&format!("gs://sleet-mirror/{prefix}")).unwrap();
+    let policy = StreamPolicy::default();
+    let copied = copy_between(&source, name, &destination, name, policy)
+        .await
+        .expect("a server-side copy");
+    assert_eq!(copied, body.len() as u64);
+    assert_eq!(
+        counting.count(Op::Get),
+        0,
+        "no byte passed through the node"
+    );
+    let landed = destination
+        .store
+        .get(&destination.path(name))
+        .await
+        .unwrap();
+    assert!(landed.bytes().await.unwrap() == body, "the copy differs");
+
+    let (Some(src), Some(dst)) = (&source.address, &destination.address) else {
+        panic!("gs:// roots have addresses");
+    };
+    let missing = dst
+        .copy_from(
+            src,
+            &source.path("compacted/none.sst"),
+            &destination.path("x"),
+            1,
+        )
+        .await;
+    assert!(matches!(missing, Err(CopyAcross::NotFound)), "{missing:?}");
+    let nowhere = StoreRoot::open(&format!("gs://no-such-bucket/{prefix}")).unwrap();
+    let refused = nowhere
+        .address
+        .as_ref()
+        .unwrap()
+        .copy_from(src, &source.path(name), &nowhere.path(name), 1)
+        .await;
+    assert!(
+        matches!(refused, Err(CopyAcross::Refused(_))),
+        "{refused:?}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let local = StoreRoot::open(&format!("file://{}", dir.path().display())).unwrap();
+    let streamed = copy_between(&source, name, &local, name, policy)
+        .await
+        .expect("a streamed copy");
+    assert_eq!(streamed, body.len() as u64);
+    assert_eq!(
+        counting.count(Op::Get),
+        1,
+        "the stream read the object once"
+    );
+    let landed = std::fs::read(dir.path().join(name)).unwrap();
+    assert!(landed == body, "the streamed copy differs");
+}
