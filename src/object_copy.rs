@@ -74,6 +74,13 @@ async fn across_buckets(
             path: from.to_string(),
             source: "a server-side copy found no source object".into(),
         }),
+        Err(CopyAcross::Unavailable(why)) => {
+            tracing::debug!(
+                source = %source.url, destination = %destination.url,
+                "a server-side copy failed ({why}); streaming this object"
+            );
+            Ok(None)
+        }
         Err(CopyAcross::Refused(why)) => {
             tracing::warn!(
                 source = %source.url, destination = %destination.url,

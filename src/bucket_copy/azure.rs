@@ -203,7 +203,7 @@ impl AzureAddress {
             .credentials()
             .get_credential()
             .await
-            .map_err(|e| CopyAcross::Refused(format!("no credentials: {e}")))
+            .map_err(|e| CopyAcross::Unavailable(format!("no credentials: {e}")))
     }
 
     /// One request to this container's service, signed with its
@@ -243,7 +243,8 @@ fn copy_state(reply: &Reply) -> CopyState {
 }
 
 /// A failed request: "not found" when the source blob is missing,
-/// otherwise a refusal naming Azure's error code.
+/// otherwise a refusal (or a passing failure, by status) naming Azure's
+/// error code.
 fn refusal_or_missing(reply: &Reply) -> CopyAcross {
     let code = reply.header("x-ms-error-code").unwrap_or("no error code");
     let missing_source = reply.status == http::StatusCode::NOT_FOUND
@@ -251,7 +252,7 @@ fn refusal_or_missing(reply: &Reply) -> CopyAcross {
     if missing_source {
         return CopyAcross::NotFound;
     }
-    CopyAcross::Refused(format!("Copy Blob: {}: {code}", reply.status))
+    CopyAcross::by_status(reply.status, format!("Copy Blob: {}: {code}", reply.status))
 }
 
 #[cfg(test)]
@@ -332,5 +333,13 @@ mod tests {
         assert!(
             matches!(refusal_or_missing(&no_container), CopyAcross::Refused(why) if why.contains("ContainerNotFound"))
         );
+        let busy = reply(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &[("x-ms-error-code", "ServerBusy")],
+        );
+        assert!(matches!(
+            refusal_or_missing(&busy),
+            CopyAcross::Unavailable(_)
+        ));
     }
 }

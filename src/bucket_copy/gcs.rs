@@ -110,11 +110,10 @@ impl GcsAddress {
                 return Err(source.missing_or_refused(from, &reply.body).await);
             }
             if !reply.status.is_success() {
-                return Err(CopyAcross::Refused(format!(
-                    "rewrite: {} {}",
+                return Err(CopyAcross::by_status(
                     reply.status,
-                    error_message(&reply.body)
-                )));
+                    format!("rewrite: {} {}", reply.status, error_message(&reply.body)),
+                ));
             }
             let progress: RewriteReply = serde_json::from_str(&reply.body)
                 .map_err(|e| CopyAcross::Refused(format!("rewrite: an unreadable reply ({e})")))?;
@@ -140,7 +139,7 @@ impl GcsAddress {
             .credentials()
             .get_credential()
             .await
-            .map_err(|e| CopyAcross::Refused(format!("no credentials: {e}")))?;
+            .map_err(|e| CopyAcross::Unavailable(format!("no credentials: {e}")))?;
         let bearer = format!("Bearer {}", credential.bearer);
         let mut headers = vec![("content-type", "application/json")];
         // An emulator without OAuth has an empty token: send none.

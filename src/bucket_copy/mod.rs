@@ -35,8 +35,24 @@ pub use s3::S3Address;
 pub enum CopyAcross {
     /// The source object does not exist.
     NotFound,
-    /// The store would not copy it server-side: stream it instead.
+    /// The store would not copy it server-side: stream it instead, and
+    /// from then on.
     Refused(String),
+    /// The store failed or did not answer (a 5xx, a 429, a dropped
+    /// connection): stream this object, and ask again for the next.
+    Unavailable(String),
+}
+
+impl CopyAcross {
+    /// A failed reply's meaning by its status: a store that is failing
+    /// or busy will pass, anything else is a refusal.
+    pub(crate) fn by_status(status: http::StatusCode, why: String) -> CopyAcross {
+        if status.is_server_error() || status == http::StatusCode::TOO_MANY_REQUESTS {
+            CopyAcross::Unavailable(why)
+        } else {
+            CopyAcross::Refused(why)
+        }
+    }
 }
 
 /// How to reach one bucket (or container) with plain HTTP requests, for
@@ -132,7 +148,7 @@ impl Requests {
             .client(allow_http)?
             .execute(request)
             .await
-            .map_err(|e| CopyAcross::Refused(format!("request failed: {e}")))?;
+            .map_err(|e| CopyAcross::Unavailable(format!("request failed: {e}")))?;
         let (parts, body) = response.into_parts();
         let mut kept = Vec::new();
         let mut chunks = body.bytes_stream();

@@ -260,7 +260,7 @@ impl S3Address {
             .credentials()
             .get_credential()
             .await
-            .map_err(|e| CopyAcross::Refused(format!("no credentials: {e}")))?;
+            .map_err(|e| CopyAcross::Unavailable(format!("no credentials: {e}")))?;
         let mut request = request(method, url, headers, body.to_string())?;
         AwsAuthorizer::new(&credential, "s3", &self.region)
             .try_authorize(&mut request, None)
@@ -296,7 +296,17 @@ impl Reply {
             return Err(CopyAcross::NotFound);
         }
         let code = code.unwrap_or_else(|| "no error code".into());
-        Err(CopyAcross::Refused(format!("{}: {code}", self.status)))
+        // S3 may answer 200 and report its own failure in the body.
+        let status = match code.as_str() {
+            "InternalError" | "ServiceUnavailable" | "SlowDown" => {
+                http::StatusCode::SERVICE_UNAVAILABLE
+            }
+            _ => self.status,
+        };
+        Err(CopyAcross::by_status(
+            status,
+            format!("{}: {code}", self.status),
+        ))
     }
 }
 
@@ -390,7 +400,7 @@ mod tests {
             body: "<Error><Code>InternalError</Code></Error>".into(),
         };
         assert!(
-            matches!(in_body.expect("CopyPartResult"), Err(CopyAcross::Refused(why)) if why.contains("InternalError"))
+            matches!(in_body.expect("CopyPartResult"), Err(CopyAcross::Unavailable(why)) if why.contains("InternalError"))
         );
         let missing = Reply {
             status: http::StatusCode::NOT_FOUND,

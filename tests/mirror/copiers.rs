@@ -304,6 +304,50 @@ async fn builtin_copies_across_buckets_server_side_and_streams_when_refused() {
     db::assert_reader_sees_in(&copy, (store, root), 0..3).await;
 }
 
+/// A store that fails a server-side copy (503 `SlowDown`, as a busy S3
+/// does) gets those objects streamed, and is asked again at the next pass:
+/// the new objects go server-side. One that refuses (403) is not asked
+/// again: its new objects stream without a copy request. The refusing
+/// pair is also the control: the same count sees objects streamed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_server_side_copy_is_asked_again_and_a_refused_one_is_not() {
+    let Some(endpoint) = endpoint() else { return };
+    let prefix = unique_prefix("busy");
+    let source_url = format!("s3://{BUCKET}/{prefix}/source");
+    db::seed(&source_url, 2).await;
+    let proxy = crate::proxy::FaultProxy::start(&endpoint, 13).await;
+    let via = &proxy.endpoint;
+    for (round, (name, refuse)) in [("busy", false), ("refusing", true)]
+        .into_iter()
+        .enumerate()
+    {
+        proxy.faults.shed_copies(!refuse);
+        proxy.faults.refuse_copies(refuse);
+        let (first, reads, _) = builtin_pass_across(via, via, &source_url, &prefix, name).await;
+        assert!(
+            first.objects_copied >= 2 && reads >= first.objects_copied,
+            "{name}: the first pass streams: {reads} reads for {first:?}"
+        );
+        proxy.faults.shed_copies(false);
+        proxy.faults.refuse_copies(false);
+
+        let writer = db::open_writer(&source_url).await;
+        db::write_rounds(&writer, 2 + round..3 + round).await;
+        writer.close().await.expect("close");
+        let (second, reads, copy) = builtin_pass_across(via, via, &source_url, &prefix, name).await;
+        assert!(second.objects_copied >= 1, "{name}: {second:?}");
+        if refuse {
+            assert!(
+                reads >= second.objects_copied,
+                "a refusing pair streams from then on: {reads} reads for {second:?}"
+            );
+        } else {
+            assert_eq!(reads, 0, "a busy store is asked again: {second:?}");
+        }
+        db::assert_reader_sees(&copy, 0..3 + round).await;
+    }
+}
+
 /// An object too large for one `CopyObject` (over 5 GiB) is copied across
 /// buckets in parts with `UploadPartCopy`; here a 12 MiB object in 5 MiB
 /// parts: the copy is the source byte for byte. A missing source is "not

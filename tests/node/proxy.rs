@@ -40,6 +40,9 @@ pub struct ProxyFaults {
     /// Answer every server-side copy (`x-amz-copy-source`) with 403, as a
     /// store does for a source in another account.
     refuse_copies: AtomicBool,
+    /// Answer every server-side copy with 503 `SlowDown`, as a busy store
+    /// does.
+    shed_copies: AtomicBool,
     pub counts: FaultCounts,
 }
 
@@ -86,6 +89,7 @@ impl ProxyFaults {
             max_latency_ms: AtomicU64::new(0),
             cut_off: AtomicBool::new(false),
             refuse_copies: AtomicBool::new(false),
+            shed_copies: AtomicBool::new(false),
             counts: FaultCounts::default(),
         }
     }
@@ -104,6 +108,10 @@ impl ProxyFaults {
     #[allow(dead_code)]
     pub fn refuse_copies(&self, refuse: bool) {
         self.refuse_copies.store(refuse, Ordering::Relaxed);
+    }
+
+    pub fn shed_copies(&self, shed: bool) {
+        self.shed_copies.store(shed, Ordering::Relaxed);
     }
 
     pub fn cut_off(&self, cut: bool) {
@@ -229,6 +237,12 @@ impl Forward {
         {
             counts.refused_copies.fetch_add(1, Ordering::Relaxed);
             return Ok(access_denied());
+        }
+        if self.faults.shed_copies.load(Ordering::Relaxed)
+            && request.headers().contains_key("x-amz-copy-source")
+        {
+            counts.errors.fetch_add(1, Ordering::Relaxed);
+            return Ok(slow_down());
         }
         tokio::time::sleep(self.faults.latency()).await;
         match self.faults.fate() {
