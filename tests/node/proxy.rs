@@ -110,6 +110,8 @@ impl ProxyFaults {
         self.refuse_copies.store(refuse, Ordering::Relaxed);
     }
 
+    /// Only the mirror binary's tests shed copies.
+    #[allow(dead_code)]
     pub fn shed_copies(&self, shed: bool) {
         self.shed_copies.store(shed, Ordering::Relaxed);
     }
