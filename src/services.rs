@@ -200,6 +200,10 @@ pub async fn run_service(
             result.map_err(|e| db.slatedb_error(e).into())
         }
         ServiceSpec::Coordinator(c, outside, idle, _) if idle.settings.enabled => {
+            // Look before showing as running: a task standing down for an
+            // outside compactor looks again every recheck, and must not
+            // flicker to running (and out of `status`) while it looks.
+            db.may_compact(records, outside).await?;
             started();
             let trigger = c.min_compaction_sources as usize;
             let watched = Watched::Manifest { trigger };
@@ -220,6 +224,7 @@ pub async fn run_service(
             run_coordinator(db, c, code, claim, records, recorder, token).await
         }
         ServiceSpec::Workers(w, outside, idle, _) if idle.settings.enabled => {
+            db.may_compact(records, outside).await?;
             started();
             // Workers have work once the coordinator queued a job.
             let mut watch = VersionWatch::new(db.clone(), Watched::Compactions, idle.list_always);
