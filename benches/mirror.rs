@@ -12,7 +12,9 @@
 //! `cargo bench --bench mirror -- multipart` instead times builtin's
 //! streamed copy across two S3 endpoints of objects of 16 to 128 MiB, each
 //! size sent with one PUT and as a multipart upload: what the default
-//! `multipart_threshold_mib` was chosen from.
+//! `multipart_threshold_mib` was chosen from. `-- azure` instead times a
+//! seeding pass between two containers of the Azure emulator (builtin
+//! copies with `Copy Blob`) against the plain loop, which streams.
 //!
 //! `cargo bench --bench mirror`; S3 to S3 runs when `SLEET_S3_ENDPOINT`
 //! points at a server with buckets `sleet` and `sleet-mirror` (as
@@ -145,6 +147,16 @@ fn main() {
             bytes as f64 / 1e6
         );
 
+        if filter.iter().any(|f| f == "azure") {
+            match std::env::var("SLEET_AZURE_ENDPOINT") {
+                Ok(_) => {
+                    let runs = azure_to_azure(&source_url).await;
+                    print_runs("Azure to Azure (two containers)", &runs, bytes as f64 / 1e6);
+                }
+                Err(_) => println!("mirror azure: skipped (set SLEET_AZURE_ENDPOINT)"),
+            }
+            return;
+        }
         let file_runs = file_to_file(&source_url, dir.path()).await;
         let open = |url: &str| DatabaseHandle::open(url).expect("a handle");
         let copy_to = format!("file://{}/plugin-copy-to", dir.path().display());
@@ -490,6 +502,48 @@ async fn s3_to_s3(file_source: &str, endpoint: &str, dest_endpoint: &str) -> Vec
         .iter()
         .zip(times)
         .map(|(contender, each)| Run::median_of(contender.label().to_string(), each))
+        .collect()
+}
+
+/// Seeding passes between two containers of the Azure emulator (az://
+/// URLs opened as a node opens them, from the environment): builtin
+/// copies with `Copy Blob`; the plain loop streams every byte through
+/// the bench. Rounds alternate which runs first.
+async fn azure_to_azure(file_source: &str) -> Vec<Run> {
+    let run_id = format!("bench-{:x}-azure", std::process::id());
+    let open = |url: String| DatabaseHandle::open(&url).expect("an az:// root");
+    let source = || open(format!("az://sleet/{run_id}/source"));
+    let destination = |name: &str| open(format!("az://sleet-mirror/{run_id}/{name}"));
+    let (local, local_path) = sleet::store::open_url(file_source).expect("the file source");
+    let seeded = source();
+    let (all, _) = listing(&local, &local_path).await;
+    raw_copy(&local, &local_path, seeded.store(), seeded.path(), all).await;
+    let builtin = Arc::new(BuiltinCopier::new(PARALLELISM));
+    let warm_up = destination("warm-up");
+    pass(source(), warm_up.clone(), builtin.clone()).await;
+    let names = listing(warm_up.store(), warm_up.path()).await.0;
+    clear(warm_up.store(), warm_up.path()).await;
+    let labels = ["builtin (Copy Blob)", "object_store loop (streams)"];
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); labels.len()];
+    for round in 0..rounds() {
+        for step in 0..labels.len() {
+            let which = (step + round) % labels.len();
+            let target = destination(&format!("{which}-{round}"));
+            let start = Instant::now();
+            if which == 0 {
+                pass(source(), target.clone(), builtin.clone()).await;
+            } else {
+                let (from, to) = (seeded.store(), target.store());
+                raw_copy(from, seeded.path(), to, target.path(), names.clone()).await;
+            }
+            times[which].push(start.elapsed());
+            clear(target.store(), target.path()).await;
+        }
+    }
+    labels
+        .iter()
+        .zip(times)
+        .map(|(label, each)| Run::median_of(label.to_string(), each))
         .collect()
 }
 

@@ -56,46 +56,58 @@ fn open_with_options(
     options: Vec<(String, String)>,
 ) -> Result<OpenedUrl, object_store::Error> {
     let bucket = url.host_str().filter(|_| url.username().is_empty());
-    let path = || Path::from_url_path(url.path());
-    match (url.scheme(), bucket) {
-        ("s3" | "s3a", Some(bucket)) => {
-            let builder = configured(
+    let (store, address) = match (url.scheme(), bucket) {
+        ("s3" | "s3a", Some(bucket)) => with_address(
+            configured(
                 AmazonS3Builder::new(),
                 options,
                 AmazonS3Builder::with_config,
             )
-            .with_bucket_name(bucket);
-            let store = Arc::new(builder.clone().build()?);
-            let address = S3Address::new(&builder, store.clone()).map(BucketAddress::S3);
-            Ok((store, path()?, address.map(Arc::new)))
-        }
-        ("gs", Some(bucket)) => {
-            let builder = configured(
+            .with_bucket_name(bucket),
+            AmazonS3Builder::build,
+            |builder, store| S3Address::new(builder, store).map(BucketAddress::S3),
+        )?,
+        ("gs", Some(bucket)) => with_address(
+            configured(
                 GoogleCloudStorageBuilder::new(),
                 options,
                 GoogleCloudStorageBuilder::with_config,
             )
-            .with_bucket_name(bucket);
-            let store = Arc::new(builder.clone().build()?);
-            let address = GcsAddress::new(&builder, store.clone()).map(BucketAddress::Gcs);
-            Ok((store, path()?, address.map(Arc::new)))
-        }
-        ("az" | "adl" | "azure" | "abfs" | "abfss", Some(container)) => {
-            let builder = configured(
+            .with_bucket_name(bucket),
+            GoogleCloudStorageBuilder::build,
+            |builder, store| GcsAddress::new(builder, store).map(BucketAddress::Gcs),
+        )?,
+        ("az" | "adl" | "azure" | "abfs" | "abfss", Some(container)) => with_address(
+            configured(
                 MicrosoftAzureBuilder::new(),
                 options,
                 MicrosoftAzureBuilder::with_config,
             )
-            .with_container_name(container);
-            let store = Arc::new(builder.clone().build()?);
-            let address = AzureAddress::new(&builder, store.clone()).map(BucketAddress::Azure);
-            Ok((store, path()?, address.map(Arc::new)))
-        }
+            .with_container_name(container),
+            MicrosoftAzureBuilder::build,
+            |builder, store| AzureAddress::new(builder, store).map(BucketAddress::Azure),
+        )?,
         _ => {
             let (store, path) = object_store::parse_url_opts(url, options)?;
-            Ok((Arc::from(store), path, None))
+            return Ok((Arc::from(store), path, None));
         }
-    }
+    };
+    Ok((store, Path::from_url_path(url.path())?, address))
+}
+
+/// A store, and the address of its bucket where it has one.
+type StoreWithAddress = (Arc<dyn ObjectStore>, Option<Arc<BucketAddress>>);
+
+/// The store `builder` builds, and the address `address` reads from the
+/// builder and that store.
+fn with_address<B: Clone, S: ObjectStore>(
+    builder: B,
+    build: fn(B) -> object_store::Result<S>,
+    address: fn(&B, Arc<S>) -> Option<BucketAddress>,
+) -> object_store::Result<StoreWithAddress> {
+    let store = Arc::new(build(builder.clone())?);
+    let address = address(&builder, store.clone()).map(Arc::new);
+    Ok((store, address))
 }
 
 fn is_s3(url: &url::Url) -> bool {

@@ -207,17 +207,14 @@ impl AzureAddress {
     }
 
     /// One request to this container's service, signed with its
-    /// credentials (a SAS goes into the URL).
+    /// credentials (the authorizer puts a SAS into the URL).
     async fn send(
         &self,
         credential: &AzureCredential,
         method: http::Method,
-        mut url: Url,
+        url: Url,
         headers: &[(&str, &str)],
     ) -> Result<Reply, CopyAcross> {
-        if let AzureCredential::SASToken(pairs) = credential {
-            url.query_pairs_mut().extend_pairs(pairs);
-        }
         let mut request = request(method, url.as_str(), headers, String::new())?;
         AzureAuthorizer::new(credential, &self.account)
             .try_authorize(&mut request)

@@ -178,3 +178,68 @@ async fn objects_cross_gcs_buckets_with_rewrite_and_stream_elsewhere() {
     let landed = std::fs::read(dir.path().join(name)).unwrap();
     assert!(landed == body, "the streamed copy differs");
 }
+
+/// The well-known key of Azurite's account `devstoreaccount1`, which
+/// `object_store` also uses for the emulator.
+const AZURITE_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/// The address of `container` on Azurite reached through `proxy`,
+/// configured as for a real account with its own endpoint.
+fn azurite_via(proxy: &str, container: &str) -> sleet::bucket_copy::BucketAddress {
+    use object_store::azure::MicrosoftAzureBuilder;
+    let builder = MicrosoftAzureBuilder::new()
+        .with_account("devstoreaccount1")
+        .with_access_key(AZURITE_KEY)
+        .with_endpoint(format!("{proxy}/devstoreaccount1"))
+        .with_allow_http(true)
+        .with_container_name(container);
+    let store = Arc::new(builder.clone().build().expect("an Azure client"));
+    let address = sleet::bucket_copy::AzureAddress::new(&builder, store).expect("an address");
+    sleet::bucket_copy::BucketAddress::Azure(address)
+}
+
+/// Azure answers a `Copy Blob` it has not finished with "pending" (large
+/// blobs, busy accounts); sleet then waits on the destination's
+/// properties. Azurite always copies at once, so a proxy restates its
+/// replies: with the copy and the next two looks at its state reported
+/// pending, the copy completes after exactly three looks and is the
+/// source byte for byte; with the properties saying failed, the copy is
+/// refused (the caller streams).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_azure_copy_is_waited_on_until_it_ends() {
+    let Some(azure) = azure_endpoint() else {
+        return;
+    };
+    let prefix = unique_prefix("pending");
+    let source = StoreRoot::open(&format!("az://sleet/{prefix}")).unwrap();
+    let destination = StoreRoot::open(&format!("az://sleet-mirror/{prefix}")).unwrap();
+    let body: Vec<u8> = (0..(1u32 << 20) + 5).map(|i| (i % 253) as u8).collect();
+    let from = source.path("compacted/01.sst");
+    source.store.put(&from, body.clone().into()).await.unwrap();
+
+    let proxy = crate::proxy::FaultProxy::start(&azure, 15).await;
+    proxy.faults.pending_copies(2);
+    let (src, dst) = (
+        azurite_via(&proxy.endpoint, "sleet"),
+        azurite_via(&proxy.endpoint, "sleet-mirror"),
+    );
+    assert!(dst.reaches(&src));
+    let to = destination.path("compacted/01.sst");
+    dst.copy_from(&src, &from, &to, body.len() as u64)
+        .await
+        .expect("the pending copy completes");
+    let requests = crate::proxy::FaultCounts::get(&proxy.faults.counts.requests);
+    assert_eq!(requests, 4, "the copy, then three looks at its state");
+    let landed = destination.store.get(&to).await.unwrap();
+    assert!(landed.bytes().await.unwrap() == body, "the copy differs");
+
+    proxy.faults.failed_copies(true);
+    let failed = dst
+        .copy_from(&src, &from, &destination.path("compacted/02.sst"), 1)
+        .await;
+    assert!(
+        matches!(&failed, Err(CopyAcross::Refused(why)) if why.contains("failed")),
+        "{failed:?}"
+    );
+}

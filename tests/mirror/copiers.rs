@@ -90,10 +90,20 @@ async fn builtin_copies_file_to_s3_and_s3_to_s3_across_buckets() {
     assert!(synced["bytes_copied"].as_u64().unwrap() > 0, "{synced}");
     db::assert_reader_sees(&on_s3, 0..3).await;
 
+    // Across buckets the binary, configured from the environment alone,
+    // copies server-side: its requests (through a counting proxy) name
+    // the source bucket in a copy source, one per data object.
     let s3_source = format!("s3://{BUCKET}/{prefix}/source");
     let other_bucket = format!("s3://sleet-mirror/{prefix}/copy");
     let second = OneTarget::new(&s3_source, &other_bucket, "builtin").await;
-    second.sync_and_verify(&as_refs(&env));
+    let proxy = crate::proxy::FaultProxy::start(&endpoint, 14).await;
+    let synced = second.sync_and_verify(&as_refs(&env_pairs(&proxy.endpoint)));
+    let copies = crate::proxy::FaultCounts::get(&proxy.faults.counts.copy_requests);
+    assert_eq!(
+        copies,
+        synced["objects_copied"].as_u64().unwrap(),
+        "every object copied server-side: {synced}"
+    );
     db::assert_reader_sees(&other_bucket, 0..3).await;
 }
 

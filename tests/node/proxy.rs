@@ -11,7 +11,9 @@
 //! - a cut-off: every request dropped, as when a node loses the store while
 //!   the others keep it;
 //! - a refused server-side copy (403 AccessDenied for `x-amz-copy-source`),
-//!   as from a bucket in another account.
+//!   as from a bucket in another account, or a shed one (503 SlowDown);
+//! - an Azure copy's state restated (in front of Azurite, which copies at
+//!   once): pending in the copy's reply, or failed in every reply.
 //!
 //! Draws come from a seeded generator, so a seed replays the same faults
 //! for the same sequence of requests.
@@ -43,6 +45,13 @@ pub struct ProxyFaults {
     /// Answer every server-side copy with 503 `SlowDown`, as a busy store
     /// does.
     shed_copies: AtomicBool,
+    /// Report Azure copies (`x-ms-copy-source`) as pending while this is
+    /// above zero, as Azure does for a copy it has not finished, and as
+    /// many later reads of a copy state: each such read counts it down,
+    /// after which Azurite's own answer shows.
+    pending_copies: AtomicU64,
+    /// Report every copy state in Azure blob properties as failed.
+    failed_copies: AtomicBool,
     pub counts: FaultCounts,
 }
 
@@ -54,6 +63,9 @@ pub struct FaultCounts {
     pub lost_replies: AtomicU64,
     pub cut_off: AtomicU64,
     pub refused_copies: AtomicU64,
+    /// Server-side copy requests (`x-amz-copy-source`) seen, whatever
+    /// their fate.
+    pub copy_requests: AtomicU64,
 }
 
 impl FaultCounts {
@@ -90,6 +102,8 @@ impl ProxyFaults {
             cut_off: AtomicBool::new(false),
             refuse_copies: AtomicBool::new(false),
             shed_copies: AtomicBool::new(false),
+            pending_copies: AtomicU64::new(0),
+            failed_copies: AtomicBool::new(false),
             counts: FaultCounts::default(),
         }
     }
@@ -114,6 +128,19 @@ impl ProxyFaults {
     #[allow(dead_code)]
     pub fn shed_copies(&self, shed: bool) {
         self.shed_copies.store(shed, Ordering::Relaxed);
+    }
+
+    /// Only the mirror binary's tests report Azure copies pending: the
+    /// copy's reply and the next `looks` reads of its state.
+    #[allow(dead_code)]
+    pub fn pending_copies(&self, looks: u64) {
+        self.pending_copies.store(looks + 1, Ordering::Relaxed);
+    }
+
+    /// Only the mirror binary's tests report Azure copies failed.
+    #[allow(dead_code)]
+    pub fn failed_copies(&self, failed: bool) {
+        self.failed_copies.store(failed, Ordering::Relaxed);
     }
 
     pub fn cut_off(&self, cut: bool) {
@@ -229,6 +256,9 @@ impl Forward {
     async fn handle(&self, request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Dropped> {
         let counts = &self.faults.counts;
         counts.requests.fetch_add(1, Ordering::Relaxed);
+        if request.headers().contains_key("x-amz-copy-source") {
+            counts.copy_requests.fetch_add(1, Ordering::Relaxed);
+        }
         if self.faults.cut_off.load(Ordering::Relaxed) {
             counts.cut_off.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -257,11 +287,37 @@ impl Forward {
                 counts.lost_replies.fetch_add(1, Ordering::Relaxed);
                 Err(Dropped("the reply was lost"))
             }
-            Fate::Forward => match self.send(request).await {
-                Some(response) => Ok(response),
-                None => Err(Dropped("the store did not answer")),
-            },
+            Fate::Forward => {
+                let copies = request.headers().contains_key("x-ms-copy-source");
+                match self.send(request).await {
+                    Some(response) => Ok(self.restate_copy(response, copies)),
+                    None => Err(Dropped("the store did not answer")),
+                }
+            }
         }
+    }
+
+    /// An Azure reply with its copy state restated as the faults say: a
+    /// copy's own reply (`copies`) and the next reads of its state
+    /// pending, or any state failed.
+    fn restate_copy(
+        &self,
+        mut response: Response<Full<Bytes>>,
+        copies: bool,
+    ) -> Response<Full<Bytes>> {
+        const STATE: &str = "x-ms-copy-status";
+        let headers = response.headers_mut();
+        let pending = &self.faults.pending_copies;
+        if self.faults.failed_copies.load(Ordering::Relaxed) && headers.contains_key(STATE) {
+            headers.insert(STATE, http::HeaderValue::from_static("failed"));
+        } else if (copies || headers.contains_key(STATE))
+            && pending
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok()
+        {
+            headers.insert(STATE, http::HeaderValue::from_static("pending"));
+        }
+        response
     }
 
     /// Forwards the request as it came and returns the store's answer.
