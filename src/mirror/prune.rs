@@ -4,9 +4,10 @@
 //! Kept restore points are the latest manifest, every manifest younger
 //! than `keep`, and the newest restore point however old (the latest is
 //! none while an interrupted pass is not redone). A kept one keeps the manifests its live checkpoints pin
-//! and every object any kept manifest references. Two guards stop prune
-//! from deleting what an in-flight pass is about to commit: objects the
-//! source still references are spared, and objects newer than the oldest
+//! and every object any kept manifest references. Guards stop prune from
+//! deleting what an in-flight pass (on this node or, during a brief double
+//! run, another) is about to commit: manifests and objects the source
+//! still references or pins are spared, and objects newer than the oldest
 //! running pass's pin (less `min_age`) are left alone.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,6 +42,29 @@ const DELETE_PARALLELISM: usize = 16;
 
 /// A listed object and when it was written.
 type Listing = BTreeMap<String, DateTime<Utc>>;
+
+/// What the source's latest manifest still references: the manifests its
+/// checkpoints pin and the data objects of those and of itself.
+#[derive(Debug, Default)]
+struct Spared {
+    manifests: BTreeSet<u64>,
+    objects: BTreeSet<String>,
+}
+
+/// The listed manifests prune deletes: those it keeps not, and those the
+/// source's checkpoints do not pin (a pass that read a newer source head
+/// than the destination's latest commits them as its head's closure, and
+/// may be writing them now). Without word from the source, only what is
+/// kept stays.
+fn doomed_manifests(
+    listed: impl Iterator<Item = u64>,
+    kept: &BTreeSet<u64>,
+    spared: Option<&BTreeSet<u64>>,
+) -> Vec<u64> {
+    listed
+        .filter(|id| !kept.contains(id) && !spared.is_some_and(|s| s.contains(id)))
+        .collect()
+}
 
 impl MirrorPair {
     /// Applies retention `keep` at the destination, as of `now`.
@@ -83,17 +107,24 @@ impl MirrorPair {
             .kept(&restore_points, decoded, &manifests, latest, now)
             .await?;
 
-        let doomed: Vec<String> = manifests
-            .keys()
-            .filter(|id| !kept.contains(id))
-            .map(|id| manifest_name(*id))
-            .collect();
+        let spared_manifests = spared.as_ref().ok().map(|s| &s.manifests);
+        let doomed: Vec<String> =
+            doomed_manifests(manifests.keys().copied(), &kept, spared_manifests)
+                .into_iter()
+                .map(manifest_name)
+                .collect();
         let mut report = PruneReport {
             kept_manifests: kept.len() as u64,
             deleted_manifests: delete_all(&destination, doomed).await?,
             ..PruneReport::default()
         };
-        let (Ok(spared), Some(kept_objects)) = (spared, kept_objects) else {
+        let (
+            Ok(Spared {
+                objects: spared, ..
+            }),
+            Some(kept_objects),
+        ) = (spared, kept_objects)
+        else {
             tracing::info!(target = %self.target, deleted = report.deleted_manifests, "pruned manifests only");
             return Ok(report);
         };
@@ -163,9 +194,10 @@ impl MirrorPair {
         Ok((kept, Some(objects), tail_floor))
     }
 
-    /// Objects the source's latest manifest, or any manifest a checkpoint
-    /// there pins (expired ones included), still references.
-    async fn spared_by_source(&self) -> Result<BTreeSet<String>, MirrorError> {
+    /// The manifests the source's latest manifest pins with checkpoints
+    /// (expired ones included), and the objects it or any of those still
+    /// references.
+    async fn spared_by_source(&self) -> Result<Spared, MirrorError> {
         let result = async {
             let latest =
                 read_latest(&self.source)
@@ -173,23 +205,25 @@ impl MirrorPair {
                     .ok_or_else(|| MirrorError::NotADatabase {
                         url: self.source.url().to_string(),
                     })?;
-            let mut spared: BTreeSet<String> = manifest_objects(&latest).into_keys().collect();
-            let pinned: BTreeSet<u64> = latest
-                .checkpoints()
-                .iter()
-                .map(|c| c.manifest_id)
-                .filter(|id| *id != latest.id())
-                .collect();
-            for id in pinned {
+            let mut spared = Spared {
+                objects: manifest_objects(&latest).into_keys().collect(),
+                manifests: latest
+                    .checkpoints()
+                    .iter()
+                    .map(|c| c.manifest_id)
+                    .filter(|id| *id != latest.id())
+                    .collect(),
+            };
+            for &id in &spared.manifests {
                 if let Some(m) = read_manifest(&self.source, id).await? {
-                    spared.extend(manifest_objects(&m).into_keys());
+                    spared.objects.extend(manifest_objects(&m).into_keys());
                 }
             }
             Ok(spared)
         }
         .await;
         if let Err(e) = &result {
-            tracing::warn!(target = %self.target, "source unreachable ({e}); skipping data-object deletion");
+            tracing::warn!(target = %self.target, "source unreachable ({e}); skipping data-object deletion, and sparing only kept manifests");
         }
         result
     }
@@ -250,4 +284,30 @@ async fn delete_all(root: &StoreRoot, names: Vec<String>) -> Result<u64, MirrorE
     let count = results.len() as u64;
     results.into_iter().collect::<Result<Vec<()>, _>>()?;
     Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A destination whose latest is 12 (kept) while the source's latest
+    /// pins 10 with a checkpoint: 10 stays, though the destination's
+    /// latest does not pin it, because a pass of a newer head (on another
+    /// node, during a double run) may be committing it right now, after
+    /// this prune listed the destination. 9 goes.
+    #[test]
+    fn manifests_the_source_pins_are_spared() {
+        let listed = [9, 10, 12];
+        let kept = BTreeSet::from([12]);
+        let source_pins = BTreeSet::from([10]);
+        assert_eq!(
+            doomed_manifests(listed.into_iter(), &kept, Some(&source_pins)),
+            vec![9]
+        );
+        assert_eq!(
+            doomed_manifests(listed.into_iter(), &kept, None),
+            vec![9, 10],
+            "without word from the source, only what is kept stays"
+        );
+    }
 }
