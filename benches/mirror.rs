@@ -150,8 +150,8 @@ fn main() {
         if filter.iter().any(|f| f == "azure") {
             match std::env::var("SLEET_AZURE_ENDPOINT") {
                 Ok(_) => {
-                    let runs = azure_to_azure(&source_url).await;
-                    print_runs("Azure to Azure (two containers)", &runs, bytes as f64 / 1e6);
+                    let (runs, mb) = azure_to_azure(&source_url).await;
+                    print_runs("Azure to Azure (two containers)", &runs, mb);
                 }
                 Err(_) => println!("mirror azure: skipped (set SLEET_AZURE_ENDPOINT)"),
             }
@@ -508,8 +508,9 @@ async fn s3_to_s3(file_source: &str, endpoint: &str, dest_endpoint: &str) -> Vec
 /// Seeding passes between two containers of the Azure emulator (az://
 /// URLs opened as a node opens them, from the environment): builtin
 /// copies with `Copy Blob`; the plain loop streams every byte through
-/// the bench. Rounds alternate which runs first.
-async fn azure_to_azure(file_source: &str) -> Vec<Run> {
+/// the bench. Rounds alternate which runs first. Returns the runs and
+/// the MB a seeding pass copies.
+async fn azure_to_azure(file_source: &str) -> (Vec<Run>, f64) {
     let run_id = format!("bench-{:x}-azure", std::process::id());
     let open = |url: String| DatabaseHandle::open(&url).expect("an az:// root");
     let source = || open(format!("az://sleet/{run_id}/source"));
@@ -521,7 +522,7 @@ async fn azure_to_azure(file_source: &str) -> Vec<Run> {
     let builtin = Arc::new(BuiltinCopier::new(PARALLELISM));
     let warm_up = destination("warm-up");
     pass(source(), warm_up.clone(), builtin.clone()).await;
-    let names = listing(warm_up.store(), warm_up.path()).await.0;
+    let (names, copied) = listing(warm_up.store(), warm_up.path()).await;
     clear(warm_up.store(), warm_up.path()).await;
     let labels = ["builtin (Copy Blob)", "object_store loop (streams)"];
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); labels.len()];
@@ -540,11 +541,12 @@ async fn azure_to_azure(file_source: &str) -> Vec<Run> {
             clear(target.store(), target.path()).await;
         }
     }
-    labels
+    let runs = labels
         .iter()
         .zip(times)
         .map(|(label, each)| Run::median_of(label.to_string(), each))
-        .collect()
+        .collect();
+    (runs, copied as f64 / 1e6)
 }
 
 /// What the S3 cases time: a seeding pass with a copier; builtin's copy
