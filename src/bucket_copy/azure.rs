@@ -13,7 +13,7 @@ use object_store::azure::{
 use object_store::path::Path;
 use url::Url;
 
-use super::{CopyAcross, Reply, Requests, request};
+use super::{CopyAcross, Reply, Requests, current_credential, request};
 
 /// The account and service URL of Azurite, the emulator, as
 /// `object_store` uses them when told to use it.
@@ -117,7 +117,7 @@ impl AzureAddress {
         from: &Path,
         to: &Path,
     ) -> Result<(), CopyAcross> {
-        let credential = self.credential().await?;
+        let credential = current_credential(self.store.credentials().as_ref()).await?;
         let mut copy_source = source.blob_url(from);
         // A SAS authorizes a request through its URL: the source's too.
         if let AzureCredential::SASToken(pairs) = credential.as_ref() {
@@ -196,14 +196,6 @@ impl AzureAddress {
             "Copy Blob: still pending after {}s",
             MAX_PENDING.as_secs()
         )))
-    }
-
-    async fn credential(&self) -> Result<Arc<AzureCredential>, CopyAcross> {
-        self.store
-            .credentials()
-            .get_credential()
-            .await
-            .map_err(|e| CopyAcross::Unavailable(format!("no credentials: {e}")))
     }
 
     /// One request to this container's service, signed with its

@@ -10,7 +10,7 @@ use object_store::gcp::{GoogleCloudStorage, GoogleCloudStorageBuilder, GoogleCon
 use object_store::path::Path;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
-use super::{CopyAcross, Requests, request};
+use super::{CopyAcross, Requests, current_credential, request};
 
 /// Where GCS is when nothing configures another base URL (as in
 /// `object_store`).
@@ -134,12 +134,7 @@ impl GcsAddress {
 
     /// One `rewriteTo` call, authorized with this bucket's credentials.
     async fn rewrite(&self, url: &str) -> Result<super::Reply, CopyAcross> {
-        let credential = self
-            .store
-            .credentials()
-            .get_credential()
-            .await
-            .map_err(|e| CopyAcross::Unavailable(format!("no credentials: {e}")))?;
+        let credential = current_credential(self.store.credentials().as_ref()).await?;
         let bearer = format!("Bearer {}", credential.bearer);
         let mut headers = vec![("content-type", "application/json")];
         // An emulator without OAuth has an empty token: send none.

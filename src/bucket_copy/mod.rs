@@ -18,7 +18,7 @@ pub mod azure;
 pub mod gcs;
 pub mod s3;
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use futures::StreamExt;
 use object_store::client::{
@@ -171,6 +171,18 @@ impl std::fmt::Debug for Requests {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Requests")
     }
+}
+
+/// The current credential of a store's provider (fetched or refreshed as
+/// the provider does); one that cannot be had is a passing failure.
+pub(crate) async fn current_credential<P>(provider: &P) -> Result<Arc<P::Credential>, CopyAcross>
+where
+    P: object_store::CredentialProvider + ?Sized,
+{
+    provider
+        .get_credential()
+        .await
+        .map_err(|e| CopyAcross::Unavailable(format!("no credentials: {e}")))
 }
 
 /// An unsigned request: `method` to `url` with `headers` and `body`.

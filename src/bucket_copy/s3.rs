@@ -10,7 +10,7 @@ use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, AwsAuthori
 use object_store::path::Path;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
-use super::{CopyAcross, Reply, Requests, request};
+use super::{CopyAcross, Reply, Requests, current_credential, request};
 
 /// Largest object one `CopyObject` may copy; larger ones are copied in
 /// parts with `UploadPartCopy`.
@@ -255,12 +255,7 @@ impl S3Address {
         headers: &[(&str, &str)],
         body: &str,
     ) -> Result<Reply, CopyAcross> {
-        let credential = self
-            .store
-            .credentials()
-            .get_credential()
-            .await
-            .map_err(|e| CopyAcross::Unavailable(format!("no credentials: {e}")))?;
+        let credential = current_credential(self.store.credentials().as_ref()).await?;
         let mut request = request(method, url, headers, body.to_string())?;
         AwsAuthorizer::new(&credential, "s3", &self.region)
             .try_authorize(&mut request, None)
