@@ -12,9 +12,10 @@
 //! `cargo bench --bench mirror -- multipart` instead times builtin's
 //! streamed copy across two S3 endpoints of objects of 16 to 128 MiB, each
 //! size sent with one PUT and as a multipart upload: what the default
-//! `multipart_threshold_mib` was chosen from. `-- azure` instead times a
-//! seeding pass between two containers of the Azure emulator (builtin
-//! copies with `Copy Blob`) against the plain loop, which streams.
+//! `multipart_threshold_mib` was chosen from. `-- azure` and `-- gcs`
+//! instead time a seeding pass between two buckets of that emulator
+//! (builtin copies with `Copy Blob` or `rewriteTo`) against the plain
+//! loop, which streams.
 //!
 //! `cargo bench --bench mirror`; S3 to S3 runs when `SLEET_S3_ENDPOINT`
 //! points at a server with buckets `sleet` and `sleet-mirror` (as
@@ -147,14 +148,34 @@ fn main() {
             bytes as f64 / 1e6
         );
 
-        if filter.iter().any(|f| f == "azure") {
-            match std::env::var("SLEET_AZURE_ENDPOINT") {
+        let emulators = [
+            (
+                "azure",
+                "az",
+                "SLEET_AZURE_ENDPOINT",
+                "Azure to Azure (two containers)",
+            ),
+            (
+                "gcs",
+                "gs",
+                "SLEET_GCS_ENDPOINT",
+                "GCS to GCS (two buckets)",
+            ),
+        ];
+        let asked: Vec<_> = emulators
+            .iter()
+            .filter(|(name, ..)| filter.iter().any(|f| f == name))
+            .collect();
+        for (name, scheme, variable, what) in &asked {
+            match std::env::var(variable) {
                 Ok(_) => {
-                    let (runs, mb) = azure_to_azure(&source_url).await;
-                    print_runs("Azure to Azure (two containers)", &runs, mb);
+                    let (runs, mb) = between_buckets(scheme, &source_url).await;
+                    print_runs(what, &runs, mb);
                 }
-                Err(_) => println!("mirror azure: skipped (set SLEET_AZURE_ENDPOINT)"),
+                Err(_) => println!("mirror {name}: skipped (set {variable})"),
             }
+        }
+        if !asked.is_empty() {
             return;
         }
         let file_runs = file_to_file(&source_url, dir.path()).await;
@@ -505,16 +526,17 @@ async fn s3_to_s3(file_source: &str, endpoint: &str, dest_endpoint: &str) -> Vec
         .collect()
 }
 
-/// Seeding passes between two containers of the Azure emulator (az://
-/// URLs opened as a node opens them, from the environment): builtin
-/// copies with `Copy Blob`; the plain loop streams every byte through
-/// the bench. Rounds alternate which runs first. Returns the runs and
-/// the MB a seeding pass copies.
-async fn azure_to_azure(file_source: &str) -> (Vec<Run>, f64) {
-    let run_id = format!("bench-{:x}-azure", std::process::id());
-    let open = |url: String| DatabaseHandle::open(&url).expect("an az:// root");
-    let source = || open(format!("az://sleet/{run_id}/source"));
-    let destination = |name: &str| open(format!("az://sleet-mirror/{run_id}/{name}"));
+/// Seeding passes between buckets `sleet` and `sleet-mirror` of the
+/// Azure (`az`) or GCS (`gs`) emulator, URLs opened as a node opens them
+/// (from the environment): builtin copies server-side (`Copy Blob`,
+/// `rewriteTo`); the plain loop streams every byte through the bench.
+/// Rounds alternate which runs first. Returns the runs and the MB a
+/// seeding pass copies.
+async fn between_buckets(scheme: &str, file_source: &str) -> (Vec<Run>, f64) {
+    let run_id = format!("bench-{:x}-{scheme}", std::process::id());
+    let open = |url: String| DatabaseHandle::open(&url).expect("a root on the emulator");
+    let source = || open(format!("{scheme}://sleet/{run_id}/source"));
+    let destination = |name: &str| open(format!("{scheme}://sleet-mirror/{run_id}/{name}"));
     let (local, local_path) = sleet::store::open_url(file_source).expect("the file source");
     let seeded = source();
     let (all, _) = listing(&local, &local_path).await;
@@ -524,7 +546,7 @@ async fn azure_to_azure(file_source: &str) -> (Vec<Run>, f64) {
     pass(source(), warm_up.clone(), builtin.clone()).await;
     let (names, copied) = listing(warm_up.store(), warm_up.path()).await;
     clear(warm_up.store(), warm_up.path()).await;
-    let labels = ["builtin (Copy Blob)", "object_store loop (streams)"];
+    let labels = ["builtin (server-side)", "object_store loop (streams)"];
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); labels.len()];
     for round in 0..rounds() {
         for step in 0..labels.len() {
