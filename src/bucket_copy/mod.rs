@@ -107,6 +107,12 @@ impl BucketAddress {
 /// server that sends more is not read further.
 const MAX_REPLY: usize = 64 * 1024;
 
+/// How long one copy request may take. A server-side copy answers only
+/// when done (S3 sends whitespace meanwhile; a GCS rewrite call may run
+/// about 30 s by design), so the store's usual 30 s would stream a large
+/// object that was still being copied.
+const COPY_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
 /// What a store answered: its status, headers and (bounded) body.
 #[derive(Debug)]
 pub(crate) struct Reply {
@@ -135,14 +141,18 @@ impl Requests {
             return Ok(client);
         }
         let client = ReqwestConnector::default()
-            .connect(&ClientOptions::new().with_allow_http(allow_http))
+            .connect(
+                &ClientOptions::new()
+                    .with_allow_http(allow_http)
+                    .with_timeout(COPY_REQUEST_TIMEOUT),
+            )
             .map_err(|e| CopyAcross::Refused(format!("no HTTP client: {e}")))?;
         Ok(self.client.get_or_init(|| client))
     }
 
     /// Sends a signed request; its reply with the body cut at
-    /// [`MAX_REPLY`]. A request that cannot be sent is a refusal: the
-    /// caller streams instead.
+    /// [`MAX_REPLY`]. A request that gets no answer is a passing failure:
+    /// the caller streams this object and asks again for the next.
     pub async fn send(&self, request: HttpRequest, allow_http: bool) -> Result<Reply, CopyAcross> {
         let response = self
             .client(allow_http)?
