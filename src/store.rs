@@ -77,16 +77,22 @@ fn open_with_options(
             GoogleCloudStorageBuilder::build,
             |builder, store| GcsAddress::new(builder, store).map(BucketAddress::Gcs),
         )?,
-        ("az" | "adl" | "azure" | "abfs" | "abfss", Some(container)) => with_address(
-            configured(
-                MicrosoftAzureBuilder::new(),
-                options,
-                MicrosoftAzureBuilder::with_config,
-            )
-            .with_container_name(container),
-            MicrosoftAzureBuilder::build,
-            |builder, store| AzureAddress::new(builder, store).map(BucketAddress::Azure),
-        )?,
+        // A container name never holds a dot: such a host is another URL
+        // form, which `object_store` parses (or rejects) itself.
+        ("az" | "adl" | "azure" | "abfs" | "abfss", Some(container))
+            if !container.contains('.') =>
+        {
+            with_address(
+                configured(
+                    MicrosoftAzureBuilder::new(),
+                    options,
+                    MicrosoftAzureBuilder::with_config,
+                )
+                .with_container_name(container),
+                MicrosoftAzureBuilder::build,
+                |builder, store| AzureAddress::new(builder, store).map(BucketAddress::Azure),
+            )?
+        }
         _ => {
             let (store, path) = object_store::parse_url_opts(url, options)?;
             return Ok((Arc::from(store), path, None));
@@ -245,6 +251,12 @@ mod tests {
             ],
         );
         assert!(azure.contains("container: \"data\""), "{azure}");
+        let dotted = url::Url::parse("az://acct.blob.core.windows.net/db").unwrap();
+        let emulator = vec![("AZURE_STORAGE_USE_EMULATOR".to_string(), "true".to_string())];
+        assert!(
+            open_with_options(&dotted, emulator.clone()).is_err(),
+            "a dotted host is no container: object_store rejects the URL, as before"
+        );
     }
 }
 
