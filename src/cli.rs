@@ -16,7 +16,7 @@ use crate::daemon::RUNNABLE_SERVICES;
 use crate::mirror::restore::RestorePoint;
 use crate::mirror::verify::VerifyReport;
 use crate::mirror_ops as ops;
-use crate::plugin::PluginRuntime;
+use crate::plugin::{PluginKind, PluginRuntime};
 use crate::response::{MirrorRestoreResponse, MirrorSyncResponse};
 use crate::service::{Service, first_duplicate};
 use crate::{
@@ -151,6 +151,26 @@ pub enum PluginCommand {
         config: Option<std::path::PathBuf>,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+    },
+    /// Write the WIT packages this sleet speaks (plugin.wit, compaction/compaction.wit) into DIR
+    Wit {
+        /// Where to write them (created if missing; only these files are overwritten)
+        dir: std::path::PathBuf,
+    },
+    /// Write a new plugin project, one of the examples renamed, that builds into NAME.wasm with
+    /// the one command its README.md gives
+    New {
+        /// The project's language
+        #[arg(long, value_enum)]
+        lang: crate::scaffold::Lang,
+        /// What the plugin is
+        #[arg(long, value_parser = ["copier", "hook", "merge-operator", "compaction-filter"])]
+        kind: String,
+        /// The plugin's name: [a-z][a-z0-9-]*, at most 64 characters
+        name: String,
+        /// Where to create the project's directory NAME (default: here)
+        #[arg(long, default_value = ".")]
+        dir: std::path::PathBuf,
     },
 }
 
@@ -391,7 +411,50 @@ async fn run_mirror(command: MirrorCommand) -> Result<(), Error> {
     Ok(())
 }
 
+/// `sleet plugin wit` and `sleet plugin new`: files on disk, no runtime.
+fn write_plugin_files(command: PluginCommand) -> Result<(), Error> {
+    use crate::scaffold;
+    let failed = |e: scaffold::ScaffoldError| Error::CliUsage(e.to_string());
+    match command {
+        PluginCommand::Wit { dir } => {
+            for path in scaffold::write_wit(&dir).map_err(failed)? {
+                println!("wrote {}", path.display());
+            }
+        }
+        PluginCommand::New {
+            lang,
+            kind,
+            name,
+            dir,
+        } => {
+            let kind = match kind.as_str() {
+                "copier" => PluginKind::Copier,
+                "hook" => PluginKind::Hook,
+                "merge-operator" => PluginKind::MergeOperator,
+                _ => PluginKind::CompactionFilter,
+            };
+            let project = scaffold::project(lang, kind, &name).map_err(failed)?;
+            let at = dir.join(&name);
+            scaffold::write(&at, &project).map_err(failed)?;
+            println!(
+                "wrote a {lang} {kind} plugin in {}; build it there with:\n  {}\nwhich writes {}",
+                at.display(),
+                project.build.join(" "),
+                project.output.display()
+            );
+        }
+        _ => unreachable!("only wit and new write files"),
+    }
+    Ok(())
+}
+
 async fn run_plugin(command: PluginCommand) -> Result<(), Error> {
+    if matches!(
+        command,
+        PluginCommand::Wit { .. } | PluginCommand::New { .. }
+    ) {
+        return write_plugin_files(command);
+    }
     let (dirs, config, format, strict) = match command {
         PluginCommand::List {
             plugin_dirs,
@@ -402,6 +465,7 @@ async fn run_plugin(command: PluginCommand) -> Result<(), Error> {
             config,
             format,
         } => (plugin_dirs, config, format, true),
+        PluginCommand::Wit { .. } | PluginCommand::New { .. } => unreachable!("handled above"),
     };
     let fleet =
         match &config {

@@ -47,6 +47,7 @@ pub mod probes;
 pub mod registry;
 pub mod response;
 pub mod root;
+pub mod scaffold;
 pub mod schema;
 pub mod service;
 pub mod services;

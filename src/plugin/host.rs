@@ -10,11 +10,12 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use object_store::{GetOptions, GetRange, ObjectStoreExt};
+use wasmtime::ResourceLimiter;
 use wasmtime::component::{Resource, ResourceTable};
-use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::copier_world::sleet::plugin::{blob_store, log, types};
+use super::budget::Budget;
 use super::text::{MAX_LOG_LINE, bounded};
 use crate::object_copy::copy_between;
 use crate::store::StoreRoot;
@@ -31,11 +32,6 @@ const REQUESTS_PER_OBJECT: u64 = 8;
 const REQUESTS_PER_CALL: u64 = 16;
 /// Log lines one call may write; the rest are counted and dropped.
 const MAX_LOG_LINES: u32 = 64;
-/// Tables, their elements, and linear memories per instance: what a
-/// wit-bindgen component needs, and a bound for one that declares more.
-const MAX_TABLES: usize = 8;
-const MAX_TABLE_ELEMENTS: usize = 100_000;
-const MAX_MEMORIES: usize = 2;
 
 /// What one call may make the host do, beyond its linear memory.
 #[derive(Debug)]
@@ -198,7 +194,8 @@ pub struct HostState {
     pub plugin: String,
     table: ResourceTable,
     wasi: WasiCtx,
-    limits: StoreLimits,
+    /// Every memory and table of the instance, charged against `memory_mib`.
+    memory: Budget,
     scope: Scope,
     budget: CallBudget,
     /// Bytes the plugin wrote at the destination (writers and `copy-to`).
@@ -218,14 +215,7 @@ impl HostState {
             plugin: plugin.to_string(),
             table: ResourceTable::new(),
             wasi: WasiCtx::builder().build(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(memory_bytes as usize)
-                .memories(MAX_MEMORIES)
-                .tables(MAX_TABLES)
-                .table_elements(MAX_TABLE_ELEMENTS)
-                .instances(4)
-                .trap_on_grow_failure(true)
-                .build(),
+            memory: Budget::new(memory_bytes),
             budget: CallBudget::new(scope.len()),
             scope,
             bytes_written: Arc::new(AtomicU64::new(0)),
@@ -249,7 +239,12 @@ impl HostState {
     }
 
     pub fn limiter(&mut self) -> &mut dyn ResourceLimiter {
-        &mut self.limits
+        &mut self.memory
+    }
+
+    /// The most the instance's memories and tables held at once, in bytes.
+    pub fn peak_memory(&self) -> u64 {
+        self.memory.peak()
     }
 
     /// Hands the plugin a handle to `root`.

@@ -11,6 +11,7 @@
 //! of their current batch, and never `manifest/`.
 
 mod bindings;
+pub mod budget;
 pub mod cache;
 pub mod compaction;
 pub mod copier;

@@ -632,15 +632,15 @@ async fn a_plugin_cannot_make_the_host_hold_or_do_without_bound() {
 /// Attacks written by hand in WebAssembly text, where no Rust guest can
 /// go: results aliasing one string (48 MiB to lift from a 32 MiB
 /// plugin, under wasmtime's own 128 MiB default, so only the host's
-/// tighter bound stops it), three linear memories, a table grown
-/// without end. Each fails its pass naming the plugin, commits nothing.
+/// tighter bound stops it), memories that each fit the plugin's budget
+/// but together do not, a table grown without end. Each fails its pass naming the plugin, commits nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hand_written_attacks_stop_at_the_hosts_bounds() {
     use crate::wat_copier::{Attack, install};
     for (attack, refusal) in [
         (Attack::Alias(48), "too much data is being copied"),
-        (Attack::Memories, "memory count too high"),
-        (Attack::Table, "growing table to 100001"),
+        (Attack::Memories, "memory budget exceeded"),
+        (Attack::Table, "growing a table"),
     ] {
         let dir = tempfile::tempdir().unwrap();
         install(dir.path(), "wat-copier", attack);
@@ -653,7 +653,7 @@ async fn hand_written_attacks_stop_at_the_hosts_bounds() {
 /// Every hostile class at once in a real `sleet run` process, beside an
 /// honest target: copiers that hold writers open, lie, write half an
 /// object or another name, flood requests or the log, return a 16 MiB
-/// error, alias one string across results, declare three memories or
+/// error, alias one string across results, declare memories past their budget or
 /// grow a table without end. The process stays up, its resident memory
 /// stays under 512 MiB (two calls of a 64 MiB plugin hold at most 256
 /// MiB of plugin memory and host buffers), every hostile target shows
@@ -692,8 +692,8 @@ async fn a_real_node_stays_up_and_bounded_beside_hostile_copiers() {
         ("logs", "hostile-copier", "logs", "logged"),
         ("huge-error", "hostile-copier", "huge-error", "EEE..."),
         ("alias", "wat-alias", "-", "too much data is being copied"),
-        ("memories", "wat-memories", "-", "memory count too high"),
-        ("table", "wat-table", "-", "growing table to"),
+        ("memories", "wat-memories", "-", "memory budget exceeded"),
+        ("table", "wat-table", "-", "growing a table"),
     ];
     let dest_dir = tempfile::tempdir().unwrap();
     let url = |name: &str| format!("file://{}/{name}", dest_dir.path().display());

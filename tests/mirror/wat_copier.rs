@@ -1,7 +1,7 @@
 //! Hostile copiers no Rust guest can express, written by hand as core
 //! WebAssembly text and wrapped as `copier-plugin` components: results
-//! that alias one large string, more linear memories than the host
-//! allows, and a table grown without end.
+//! that alias one large string, linear memories that each fit the
+//! plugin's memory but together do not, and a table grown without end.
 
 use std::path::Path;
 
@@ -17,7 +17,8 @@ pub enum Attack {
     /// `copy` returns this many results whose paths all point at one
     /// 1 MiB string: little guest memory, much host memory once lifted.
     Alias(u32),
-    /// The module declares three linear memories.
+    /// The module declares three more linear memories of 30 MiB each:
+    /// under a 32 or 64 MiB cap one by one, over it together.
     Memories,
     /// `copy` grows a table by 10,000 elements at a time, forever.
     Table,
@@ -28,7 +29,7 @@ pub enum Attack {
 /// stores (as the canonical ABI requires) and makes the attack.
 fn core_module(attack: Attack) -> String {
     let extra_memories = match attack {
-        Attack::Memories => "(memory 1) (memory 1)",
+        Attack::Memories => "(memory 480) (memory 480) (memory 480)",
         _ => "",
     };
     let copy_body = match attack {

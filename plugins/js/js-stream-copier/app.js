@@ -1,0 +1,77 @@
+// A copier that streams every object through the plugin: it reads the
+// source in chunks, writes them to the destination, and checks that it
+// wrote as many bytes as the source holds. Start here when a copier must
+// see the bytes (to transform, checksum or filter them); otherwise prefer
+// `copyTo` (js-copy-copier).
+//
+// Settings: `chunk_kib` (1-1024, default 1024): bytes per read.
+
+let chunkBytes = 1024 * 1024;
+
+export const copier = {
+  describe() {
+    return { name: "js-stream-copier", version: "0.1.0", maxBatch: 0 };
+  },
+
+  configure(cfg) {
+    for (const [key, value] of cfg) {
+      if (key !== "chunk_kib") {
+        throw `unknown setting "${key}" (expected chunk_kib)`;
+      }
+      const kib = Number(value);
+      if (!Number.isInteger(kib) || kib < 1 || kib > 1024) {
+        throw `chunk_kib must be 1..=1024, got "${value}"`;
+      }
+      chunkBytes = kib * 1024;
+    }
+  },
+
+  copy(src, dst, paths) {
+    return paths.map((path) => {
+      try {
+        return { path, outcome: { tag: "ok", val: copyOne(src, dst, path) } };
+      } catch (e) {
+        return { path, outcome: { tag: "err", val: storeError(e) } };
+      }
+    });
+  },
+};
+
+// Streams one object, or throws. Readers and writers are host resources:
+// dispose of them at once rather than leave them to the garbage collector,
+// since a call may hold only a few open at a time. A writer disposed
+// before `finish` is discarded, so a failed copy never leaves half an
+// object behind.
+function copyOne(src, dst, path) {
+  const reader = src.openRead(path, 0n);
+  try {
+    const writer = dst.openWrite(path);
+    try {
+      let copied = 0n;
+      for (;;) {
+        const chunk = reader.read(chunkBytes);
+        if (chunk.length === 0) {
+          break;
+        }
+        writer.write(chunk);
+        copied += BigInt(chunk.length);
+      }
+      const meta = src.head(path);
+      if (meta === undefined || meta.size !== copied) {
+        throw { payload: { kind: "other", message: `${path}: read ${copied} bytes, the source changed` } };
+      }
+      return writer.finish();
+    } finally {
+      writer[Symbol.dispose]();
+    }
+  } finally {
+    reader[Symbol.dispose]();
+  }
+}
+
+function storeError(e) {
+  if (e && e.payload && typeof e.payload.kind === "string") {
+    return e.payload;
+  }
+  return { kind: "other", message: String(e) };
+}
