@@ -503,6 +503,31 @@ fn render_plugins(r: &crate::plugin_check::PluginCheckResponse) -> String {
         ]
     });
     let mut out = status::table(&["PLUGIN", "KIND", "SHA256", "USED BY"], rows);
+    for p in &r.plugins {
+        let mut facts = Vec::new();
+        if let Some(toolchain) = &p.toolchain {
+            facts.push(format!("made by {toolchain}"));
+        }
+        if let (Some(bytes), Some(ms)) = (p.size_bytes, p.load_ms) {
+            facts.push(format!(
+                "{:.1} MB, loaded in {:.1} s",
+                bytes as f64 / 1e6,
+                ms as f64 / 1e3
+            ));
+        }
+        if let (Some(peak), Some(budget)) = (p.peak_memory_bytes, p.memory_mib) {
+            facts.push(format!(
+                "peak memory {:.1} of {budget} MiB",
+                peak as f64 / f64::from(1 << 20)
+            ));
+        }
+        if !facts.is_empty() {
+            out.push_str(&format!("{}: {}\n", p.name, facts.join("; ")));
+        }
+    }
+    for warning in r.plugins.iter().flat_map(|p| p.warnings.iter()) {
+        out.push_str(&format!("warning: {warning}\n"));
+    }
     let problems = r
         .problems
         .iter()

@@ -27,8 +27,84 @@ pub struct PluginReport {
     /// Where `sleet.toml` uses it (`mirror target dr`, `hook audit`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub used_by: Vec<String>,
+    /// Languages and tools the component names in its `producers`
+    /// sections (its author's claim), such as `"Python; componentize-py 0.25.1"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolchain: Option<String>,
+    /// The `.wasm` file's size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
+    /// How long loading took: compiling to native code, or loading this
+    /// machine's cached compile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_ms: Option<u64>,
+    /// The most linear memory and tables an instance held in the test
+    /// calls (`configure`, and `describe` for copiers), in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_memory_bytes: Option<u64>,
+    /// The budget those calls ran under (`[plugins.<name>] memory_mib`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<u64>,
+    /// Things to look at that do not stop a node from running it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
+}
+
+impl PluginReport {
+    fn named(name: &str) -> PluginReport {
+        PluginReport {
+            name: name.to_string(),
+            kind: None,
+            sha256: None,
+            describes_as: None,
+            used_by: Vec::new(),
+            toolchain: None,
+            size_bytes: None,
+            load_ms: None,
+            peak_memory_bytes: None,
+            memory_mib: None,
+            warnings: Vec::new(),
+            problems: Vec::new(),
+        }
+    }
+
+    /// Notes a test call's peak against its budget; warns when the call
+    /// alone came near it, since real calls hold more than `configure`.
+    fn measured(&mut self, peak: u64, limits: &PluginLimits) {
+        let peak = self.peak_memory_bytes.unwrap_or(0).max(peak);
+        self.peak_memory_bytes = Some(peak);
+        self.memory_mib = Some(limits.memory_bytes >> 20);
+        self.warnings
+            .retain(|w| !w.contains("of its memory budget"));
+        if peak.saturating_mul(4) >= limits.memory_bytes.saturating_mul(3) {
+            self.warnings.push(format!(
+                "plugin {} held {} MiB of its memory budget of {} MiB in a test call alone; \
+                 real calls hold more: raise [plugins.{}] memory_mib",
+                self.name,
+                peak.div_ceil(1 << 20),
+                limits.memory_bytes >> 20,
+                self.name
+            ));
+        }
+    }
+
+    /// A failed test call; one that ran out of memory says how to give
+    /// the plugin more.
+    fn failed(&mut self, context: Option<&str>, error: crate::plugin::PluginError) {
+        let mut problem = match context {
+            Some(what) => format!("{what}: {error}"),
+            None => error.to_string(),
+        };
+        if problem.contains("memory budget exceeded") {
+            problem += &format!(
+                " (give it more with [plugins.{}] memory_mib in sleet.toml)",
+                self.name
+            );
+        }
+        self.problems.push(problem);
+    }
 }
 
 /// `sleet plugin list` / `sleet plugin check`.
@@ -114,18 +190,19 @@ pub async fn check(
         problems: set.problems.clone(),
     };
     for failure in set.failures() {
-        response.plugins.push(PluginReport {
-            name: failure_name(failure),
-            kind: None,
-            sha256: None,
-            describes_as: None,
-            used_by: Vec::new(),
-            problems: vec![failure.to_string()],
-        });
+        let mut report = PluginReport::named(&failure_name(failure));
+        report.problems.push(failure.to_string());
+        response.plugins.push(report);
     }
     for (name, loaded) in set.loaded() {
         let mine: Vec<&Usage> = usages.iter().filter(|u| &u.plugin == name).collect();
-        response.plugins.push(report(name, loaded, &mine).await);
+        let mut report = report(name, loaded, &mine).await;
+        if let Some(load) = set.load_report(name) {
+            report.toolchain = load.toolchain.clone();
+            report.size_bytes = Some(load.bytes);
+            report.load_ms = Some(load.took.as_millis() as u64);
+        }
+        response.plugins.push(report);
     }
     for usage in &usages {
         if !response.plugins.iter().any(|p| p.name == usage.plugin) {
@@ -158,24 +235,24 @@ fn failure_name(failure: &crate::plugin::PluginError) -> String {
 
 /// Describes the plugin and runs `configure` for each of its usages.
 async fn report(name: &str, loaded: &Loaded, usages: &[&Usage]) -> PluginReport {
+    use crate::plugin::PluginError;
     let info = loaded.info();
-    let mut report = PluginReport {
-        name: name.to_string(),
-        kind: Some(info.kind),
-        sha256: Some(info.sha256.clone()),
-        describes_as: None,
-        used_by: usages.iter().map(|u| u.what.clone()).collect(),
-        problems: Vec::new(),
-    };
+    let mut report = PluginReport::named(name);
+    report.kind = Some(info.kind);
+    report.sha256 = Some(info.sha256.clone());
+    report.used_by = usages.iter().map(|u| u.what.clone()).collect();
     if let Loaded::Copier(copier) = loaded
         && usages.is_empty()
     {
         // No config to check with: describing it proves it instantiates.
-        let limits = FleetConfig::default().plugin_limits(name, crate::plugin::PluginKind::Copier);
+        let limits = FleetConfig::default().plugin_limits(name, PluginKind::Copier);
         match copier.check(&[], &limits).await {
-            Ok(info) => report.describes_as = Some(format!("{} {}", info.name, info.version)),
-            Err(crate::plugin::PluginError::Config { .. }) => {}
-            Err(e) => report.problems.push(e.to_string()),
+            Ok((info, peak)) => {
+                report.describes_as = Some(format!("{} {}", info.name, info.version));
+                report.measured(peak, &limits);
+            }
+            Err(PluginError::Config { .. }) => {}
+            Err(e) => report.failed(None, e),
         }
     }
     for usage in usages {
@@ -187,7 +264,10 @@ async fn report(name: &str, loaded: &Loaded, usages: &[&Usage]) -> PluginReport 
             (Loaded::Copier(copier), PluginKind::Copier) => copier
                 .check(&usage.config, &usage.limits)
                 .await
-                .map(|info| report.describes_as = Some(format!("{} {}", info.name, info.version))),
+                .map(|(info, peak)| {
+                    report.describes_as = Some(format!("{} {}", info.name, info.version));
+                    peak
+                }),
             (Loaded::Hook(hook), PluginKind::Hook) => {
                 hook.check(&usage.config, &usage.limits).await
             }
@@ -197,14 +277,15 @@ async fn report(name: &str, loaded: &Loaded, usages: &[&Usage]) -> PluginReport 
             (Loaded::CompactionFilter(filter), PluginKind::CompactionFilter) => {
                 filter.check(&usage.config, &usage.limits)
             }
-            (_, expected) => Err(crate::plugin::PluginError::WrongKind {
+            (_, expected) => Err(PluginError::WrongKind {
                 name: name.to_string(),
                 expected,
                 actual: info.kind,
             }),
         };
-        if let Err(e) = checked {
-            report.problems.push(format!("{}: {e}", usage.what));
+        match checked {
+            Ok(peak) => report.measured(peak, &usage.limits),
+            Err(e) => report.failed(Some(&usage.what), e),
         }
     }
     report

@@ -190,7 +190,7 @@ pub async fn for_target(
             let plugins = PluginSet::required(options.plugins.as_deref(), name, &options.node_id)?;
             let plugin = plugins.copier(name, &options.node_id)?;
             check_pin(plugin.info(), limits.sha256.as_deref())?;
-            let info = plugin.check(&settings.copier_config, limits).await?;
+            let (info, _) = plugin.check(&settings.copier_config, limits).await?;
             Arc::new(
                 wasm::WasmCopier::new(
                     plugin.clone(),

@@ -62,11 +62,12 @@ impl CopierPlugin {
 
     /// Instantiates, configures and describes the plugin: what
     /// `sleet plugin check` and task start run to catch bad config early.
+    /// Also the most memory the instance held, in bytes.
     pub async fn check(
         &self,
         config: &[(String, String)],
         limits: &PluginLimits,
-    ) -> Result<Info, PluginError> {
+    ) -> Result<(Info, u64), PluginError> {
         let name = &self.info.name;
         let _memory = self.runtime.memory_share(limits.memory_bytes).await;
         let mut store = self
@@ -79,16 +80,16 @@ impl CopierPlugin {
             let info = copier.call_describe(&mut store).await?;
             Ok((configured, info))
         };
-        match self
+        let checked = self
             .runtime
             .with_deadline(name, "describe", limits.call_timeout, call)
-            .await?
-        {
+            .await?;
+        match checked {
             (Err(message), _) => Err(PluginError::Config {
                 name: name.clone(),
                 message: bounded(&message, MAX_MESSAGE),
             }),
-            (Ok(()), info) => Ok(info),
+            (Ok(()), info) => Ok((info, store.data().peak_memory())),
         }
     }
 

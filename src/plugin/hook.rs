@@ -85,15 +85,17 @@ impl HookPlugin {
         &self.info
     }
 
-    /// Instantiates and configures the plugin (`sleet plugin check`).
+    /// Instantiates and configures the plugin (`sleet plugin check`):
+    /// the most memory the instance held, in bytes.
     pub async fn check(
         &self,
         config: &[(String, String)],
         limits: &PluginLimits,
-    ) -> Result<(), PluginError> {
-        self.call(config, limits, HookCall::Configure)
-            .await
-            .map(|_| ())
+    ) -> Result<u64, PluginError> {
+        let mut peak = 0;
+        self.call_measured(config, limits, HookCall::Configure, &mut peak)
+            .await?;
+        Ok(peak)
     }
 
     /// Asks whether the run may start.
@@ -147,6 +149,17 @@ impl HookPlugin {
         limits: &PluginLimits,
         what: HookCall<'_>,
     ) -> Result<Option<WitDecision>, PluginError> {
+        self.call_measured(config, limits, what, &mut 0).await
+    }
+
+    /// [`HookPlugin::call`], noting the most memory the instance held.
+    async fn call_measured(
+        &self,
+        config: &[(String, String)],
+        limits: &PluginLimits,
+        what: HookCall<'_>,
+        peak: &mut u64,
+    ) -> Result<Option<WitDecision>, PluginError> {
         let name = &self.info.name;
         let _memory = self.runtime.memory_share(limits.memory_bytes).await;
         let mut store = self
@@ -173,11 +186,12 @@ impl HookPlugin {
             HookCall::Pre(_) => "pre-task",
             HookCall::Post(..) => "post-task",
         };
-        match self
+        let replied = self
             .runtime
             .with_deadline(name, export, limits.call_timeout, call)
-            .await?
-        {
+            .await;
+        *peak = store.data().peak_memory();
+        match replied? {
             Ok(reply) => Ok(reply),
             Err(message) => Err(PluginError::Config {
                 name: name.clone(),

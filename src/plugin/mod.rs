@@ -17,6 +17,7 @@ pub mod compaction;
 pub mod copier;
 pub mod hook;
 mod host;
+pub mod producers;
 pub mod runtime;
 pub mod text;
 
@@ -223,10 +224,24 @@ pub fn check_pin(info: &PluginInfo, pin: Option<&str>) -> Result<(), PluginError
     }
 }
 
+/// How loading one plugin went: what `sleet plugin check` reports so an
+/// operator can size it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadReport {
+    /// Reading, compiling (or loading the cached compile) and linking.
+    pub took: Duration,
+    /// The `.wasm` file's size.
+    pub bytes: u64,
+    /// Languages and tools, from the component's `producers` sections.
+    pub toolchain: Option<String>,
+}
+
 /// The plugins a node loaded from its plugin dirs, and what went wrong.
 #[derive(Default)]
 pub struct PluginSet {
     plugins: BTreeMap<String, Arc<Loaded>>,
+    /// How each loaded plugin's load went, by name.
+    reports: BTreeMap<String, LoadReport>,
     /// Files that failed to load, by name, with why.
     failed: BTreeMap<String, PluginError>,
     /// Directory-level problems (unreadable dir, bad file names).
@@ -258,9 +273,10 @@ impl PluginSet {
         for file in files {
             let pin = pins.get(&file.name).map(String::as_str);
             match load_file(runtime, &file.name, &file.path, pin) {
-                Ok(loaded) => {
+                Ok((loaded, report)) => {
                     tracing::info!(plugin = %file.name, kind = %loaded.info().kind,
-                        sha256 = %loaded.info().sha256, "plugin loaded");
+                        sha256 = %loaded.info().sha256, took = ?report.took, "plugin loaded");
+                    set.reports.insert(file.name.clone(), report);
                     set.plugins.insert(file.name, Arc::new(loaded));
                 }
                 Err(e) => {
@@ -273,9 +289,13 @@ impl PluginSet {
     }
 
     /// Every loaded plugin, by name.
-    /// Every loaded plugin, by name.
     pub fn loaded(&self) -> &BTreeMap<String, Arc<Loaded>> {
         &self.plugins
+    }
+
+    /// How loading plugin `name` went, if it loaded.
+    pub fn load_report(&self, name: &str) -> Option<&LoadReport> {
+        self.reports.get(name)
     }
 
     pub fn infos(&self) -> Vec<PluginInfo> {
@@ -400,7 +420,8 @@ pub fn load_file(
     name: &str,
     path: &Path,
     pin: Option<&str>,
-) -> Result<Loaded, PluginError> {
+) -> Result<(Loaded, LoadReport), PluginError> {
+    let started = std::time::Instant::now();
     let bytes = std::fs::read(path).map_err(|e| PluginError::Read {
         name: name.into(),
         path: path.to_path_buf(),
@@ -423,26 +444,43 @@ pub fn load_file(
         });
     }
     let component = runtime.compile(name, &bytes, &sha256)?;
-    let exports = runtime.export_names(&component);
+    let loaded = link(runtime, name, &component, &sha256)?;
+    let report = LoadReport {
+        took: started.elapsed(),
+        bytes: bytes.len() as u64,
+        toolchain: producers::toolchain(&bytes),
+    };
+    Ok((loaded, report))
+}
+
+/// Finds the interface a compiled component exports, and type-checks it
+/// against that world's imports.
+fn link(
+    runtime: &Arc<PluginRuntime>,
+    name: &str,
+    component: &wasmtime::component::Component,
+    sha256: &str,
+) -> Result<Loaded, PluginError> {
+    let exports = runtime.export_names(component);
     let has = |prefix: &str| exports.iter().any(|e| e.starts_with(prefix));
     let info = |kind| PluginInfo {
         name: name.to_string(),
-        sha256: sha256.clone(),
+        sha256: sha256.to_string(),
         kind,
     };
     if has(COPIER_EXPORT) {
-        copier::CopierPlugin::new(runtime.clone(), info(PluginKind::Copier), &component)
+        copier::CopierPlugin::new(runtime.clone(), info(PluginKind::Copier), component)
             .map(|c| Loaded::Copier(Arc::new(c)))
     } else if has(HOOK_EXPORT) {
-        hook::HookPlugin::new(runtime.clone(), info(PluginKind::Hook), &component)
+        hook::HookPlugin::new(runtime.clone(), info(PluginKind::Hook), component)
             .map(|h| Loaded::Hook(Arc::new(h)))
     } else if has(MERGE_EXPORT) {
         let kind = PluginKind::MergeOperator;
-        compaction::MergePlugin::new(runtime.clone(), info(kind), &component)
+        compaction::MergePlugin::new(runtime.clone(), info(kind), component)
             .map(|m| Loaded::MergeOperator(Arc::new(m)))
     } else if has(FILTER_EXPORT) {
         let kind = PluginKind::CompactionFilter;
-        compaction::FilterPlugin::new(runtime.clone(), info(kind), &component)
+        compaction::FilterPlugin::new(runtime.clone(), info(kind), component)
             .map(|f| Loaded::CompactionFilter(Arc::new(f)))
     } else {
         Err(PluginError::WrongWorld {

@@ -259,13 +259,15 @@ impl<W: World> CompiledPlugin<W> {
         Ok(Instance { store, bindings })
     }
 
-    /// Instantiates and configures the plugin (`sleet plugin check`).
+    /// Instantiates and configures the plugin (`sleet plugin check`):
+    /// the most memory the instance held, in bytes.
     pub fn check(
         &self,
         config: &[(String, String)],
         limits: &PluginLimits,
-    ) -> Result<(), PluginError> {
-        self.instance(config, limits).map(|_| ())
+    ) -> Result<u64, PluginError> {
+        self.instance(config, limits)
+            .map(|instance| instance.store.data().peak_memory())
     }
 }
 
