@@ -29,7 +29,7 @@ async fn flush(db: &Db) {
 
 /// Writes `rounds` flushed rounds of increments to `keys` counters
 /// through a writer with the native operator, and returns the sums.
-async fn write_counters(url: &str, keys: usize, rounds: u64) -> BTreeMap<String, u64> {
+pub async fn write_counters(url: &str, keys: usize, rounds: u64) -> BTreeMap<String, u64> {
     let (store, path) = db::open_store(url);
     let writer = Db::builder(path, store)
         .with_settings(db::tiny_settings())
@@ -54,7 +54,7 @@ async fn write_counters(url: &str, keys: usize, rounds: u64) -> BTreeMap<String,
 }
 
 /// What a reader with the native operator reads for every key.
-async fn read_counters(url: &str, keys: impl Iterator<Item = String>) -> BTreeMap<String, u64> {
+pub async fn read_counters(url: &str, keys: impl Iterator<Item = String>) -> BTreeMap<String, u64> {
     let (store, path) = db::open_store(url);
     let reader = DbReader::builder(path, store)
         .with_merge_operator(native_counter())
@@ -71,7 +71,7 @@ async fn read_counters(url: &str, keys: impl Iterator<Item = String>) -> BTreeMa
 }
 
 /// Waits until L0 has been folded into a sorted run.
-async fn until_compacted(url: &str, limit: Duration) {
+pub async fn until_compacted(url: &str, limit: Duration) {
     poll_until(limit, "L0 compacted into a sorted run", || async {
         let (l0, runs) = db::shape(url).await;
         compacted(l0, runs).then_some(())

@@ -9,6 +9,7 @@ mod common;
 mod compaction_plugins;
 mod db;
 mod idle;
+mod languages;
 mod manifests;
 mod min_age;
 mod observability;
