@@ -177,7 +177,8 @@ pub enum PluginCommand {
 #[derive(Debug, Subcommand)]
 pub enum MirrorCommand {
     /// Run a single sync pass for one (database, target), regardless of the target's mode; prunes
-    /// afterward when retention is set
+    /// afterward when retention is set. The database's mirror hooks are asked first, as before a
+    /// node's pass: a hook that defers or fails it ends the command (exit 1) with its reason
     Sync {
         /// Fleet root URL, e.g. s3://ops/sleet/
         root: String,
@@ -188,9 +189,13 @@ pub enum MirrorCommand {
         /// The rclone binary, for targets with copier = "rclone". Default: rclone on PATH
         #[arg(long)]
         rclone: Option<std::path::PathBuf>,
-        /// A directory of WebAssembly plugins, for targets with copier = "plugin:<name>"; may repeat
+        /// A directory of WebAssembly plugins, for targets with copier = "plugin:<name>" and for
+        /// the database's hooks; may repeat
         #[arg(long = "plugin-dir")]
         plugin_dirs: Vec<std::path::PathBuf>,
+        /// Run the pass without asking the database's hooks (an operator's override)
+        #[arg(long)]
+        no_hooks: bool,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
@@ -357,9 +362,15 @@ async fn run_mirror(command: MirrorCommand) -> Result<(), Error> {
             target,
             rclone,
             plugin_dirs,
+            no_hooks,
             format,
         } => {
             let fleet = Fleet::open(&root)?;
+            let hooks = if no_hooks {
+                ops::Hooks::Bypass
+            } else {
+                ops::Hooks::Ask
+            };
             let copiers = CopierOptions {
                 rclone,
                 plugins: crate::plugin::load_dirs(
@@ -374,8 +385,16 @@ async fn run_mirror(command: MirrorCommand) -> Result<(), Error> {
             };
             let progress = CopyProgress::new();
             let meter = ProgressMeter::start(format, progress.clone());
-            let synced =
-                ops::sync_once(fleet.root(), &db, &target, &copiers, progress, &cancel).await;
+            let synced = ops::sync_once(
+                fleet.root(),
+                &db,
+                &target,
+                &copiers,
+                hooks,
+                progress,
+                &cancel,
+            )
+            .await;
             meter.finish();
             emit(format, &synced?, render_sync);
         }

@@ -240,7 +240,7 @@ pub fn owned_tasks(
             }
             if let Some(service) = task_spec(&assignment, url, &settings, view) {
                 let spec = TaskSpec {
-                    hooks: hook_specs(assignment.service, &settings, &view.fleet),
+                    hooks: crate::hooks::specs(assignment.service, &settings, &view.fleet),
                     service,
                 };
                 let key = TaskKey {
@@ -253,25 +253,6 @@ pub fn owned_tasks(
         }
     }
     owned
-}
-
-/// The enabled hooks of a database that fire for `service`, by name.
-fn hook_specs(
-    service: Service,
-    settings: &DatabaseSettings,
-    fleet: &crate::config::FleetConfig,
-) -> Vec<HookSpec> {
-    settings
-        .hooks
-        .iter()
-        .filter(|(_, hook)| hook.applies_to(service))
-        .map(|(name, hook)| HookSpec {
-            name: name.clone(),
-            plugin: hook.plugin.clone(),
-            config: hook.config.clone(),
-            limits: fleet.plugin_limits(&hook.plugin, crate::plugin::PluginKind::Hook),
-        })
-        .collect()
 }
 
 /// The compaction plugins a database names, with the limits the fleet

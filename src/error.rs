@@ -46,6 +46,11 @@ pub enum Error {
     },
     #[error(transparent)]
     Mirror(#[from] crate::mirror::MirrorError),
+    #[error(
+        "the pass did not run: {0} (a node would ask again at its next poll; --no-hooks runs it \
+         anyway)"
+    )]
+    PassDeferred(String),
     #[error("mirror verify found {problems} problems at {url}")]
     VerifyFailed { url: String, problems: usize },
     #[error("failed to load plugins: {0}")]

@@ -32,6 +32,7 @@ pub mod duration;
 pub mod endpoint;
 mod error;
 pub mod heartbeat;
+pub mod hooks;
 pub mod ident;
 pub mod idle;
 pub mod metrics;

@@ -5,18 +5,20 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::Error;
 use crate::config::{CopierKind, FleetConfig, MirrorTargetSettings, PluginLimits};
 use crate::copier::{CopierOptions, CopyProgress, for_target};
 use crate::database::DatabaseHandle;
 use crate::mirror::MirrorError;
 use crate::mirror::pass::{DeepCheck, MirrorPair};
 use crate::mirror::restore::{RestorePoint, restore};
+use crate::mirror::run::{PassGate, PassHooks, ended, skipped};
 use crate::mirror::target::{AppliedTarget, applied_targets};
 use crate::mirror::verify::{VerifyReport, verify_tracked};
+use crate::plugin::hook::{HookRunner, system_clock};
 use crate::registry::canonicalize_database_url;
 use crate::response::{MirrorRestoreResponse, MirrorSyncResponse};
 use crate::root::{ConfigPoller, FleetRoot, FleetView};
+use crate::{Error, Service};
 
 /// Builds the pair a target copies, refusing a destination that is itself
 /// a registered database: its own services would write manifests there
@@ -57,13 +59,26 @@ pub fn target_limits(fleet: &FleetConfig, settings: &MirrorTargetSettings) -> Pl
     }
 }
 
+/// Whether a one-shot pass asks the database's mirror hooks first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hooks {
+    /// As a node would: a hook may defer or fail the pass, and is told
+    /// how it went.
+    Ask,
+    /// The operator overrides them (`--no-hooks`).
+    Bypass,
+}
+
 /// `sleet mirror sync`: one pass for one (database, target), whatever the
-/// target's mode, then a prune when retention is set.
+/// target's mode, then a prune when retention is set. With [`Hooks::Ask`]
+/// the database's mirror hooks are asked first, as before a node's pass:
+/// a deferral or a failure ends the command with the hook's reason.
 pub async fn sync_once(
     root: &FleetRoot,
     database: &str,
     target_name: &str,
     copiers: &CopierOptions,
+    hooks: Hooks,
     progress: Arc<CopyProgress>,
     cancel: &CancellationToken,
 ) -> Result<MirrorSyncResponse, Error> {
@@ -88,7 +103,34 @@ pub async fn sync_once(
             },
         })?;
     let pair = mirror_pair(&database, target, &view, copiers, progress).await?;
-    let pass = pair.sync_pass(cancel).await?;
+    let runner = HookRunner {
+        hooks: match hooks {
+            Hooks::Ask => crate::hooks::specs(Service::Mirror, &settings, &view.fleet),
+            Hooks::Bypass => Vec::new(),
+        },
+        plugins: copiers.plugins.clone(),
+        node_id: copiers.node_id.clone(),
+        clock: system_clock(),
+    };
+    let gate = PassHooks {
+        runner: runner.clone(),
+        report_skip: Arc::new(|_| {}),
+    };
+    let context = match gate.before(&pair).await? {
+        PassGate::Go(context) => context,
+        PassGate::Defer { reason, context } => {
+            runner.after_waiting(context, skipped(reason.clone())).await;
+            return Err(Error::PassDeferred(reason));
+        }
+    };
+    let started = tokio::time::Instant::now();
+    let pass = pair.sync_pass(cancel).await;
+    if let Some(context) = context {
+        runner
+            .after_waiting(context, ended(&pass, started.elapsed()))
+            .await;
+    }
+    let pass = pass?;
     let pruned = match target.settings.retention_keep {
         Some(keep) => Some(
             pair.prune(keep, target.settings.min_age, chrono::Utc::now())

@@ -87,13 +87,40 @@ impl PassHooks {
 }
 
 /// What the hooks said before a pass.
-enum PassGate {
+pub(crate) enum PassGate {
+    /// Go ahead; the context to tell the hooks how it went, if any.
     Go(Option<RunContext>),
-    Defer,
+    /// A hook deferred it; its post-task call is still to be made.
+    Defer { reason: String, context: RunContext },
+}
+
+/// How a deferred pass ended, for the hooks' post-task calls.
+pub(crate) fn skipped(reason: String) -> RunOutcome {
+    RunOutcome {
+        status: "skipped",
+        error: Some(reason),
+        duration: Duration::ZERO,
+    }
+}
+
+/// How a pass ended, for the hooks' post-task calls.
+pub(crate) fn ended<T>(result: &Result<T, MirrorError>, took: Duration) -> RunOutcome {
+    let (status, error) = match result {
+        Ok(_) => ("ok", None),
+        Err(MirrorError::Cancelled) => ("cancelled", None),
+        Err(e) => ("error", Some(e.to_string())),
+    };
+    RunOutcome {
+        status,
+        error,
+        duration: took,
+    }
 }
 
 impl PassHooks {
-    async fn before(&self, pair: &MirrorPair) -> Result<PassGate, MirrorError> {
+    /// Asks the hooks before a pass of `pair`; a hook that fails it (or
+    /// cannot answer) is an error.
+    pub(crate) async fn before(&self, pair: &MirrorPair) -> Result<PassGate, MirrorError> {
         if self.runner.is_empty() {
             return Ok(PassGate::Go(None));
         }
@@ -113,40 +140,9 @@ impl PassHooks {
             Verdict::Skip(reason) => {
                 tracing::info!(target = %pair.target, "mirror pass deferred: {reason}");
                 (self.report_skip)(Some(reason.clone()));
-                self.runner.after(
-                    context,
-                    RunOutcome {
-                        status: "skipped",
-                        error: Some(reason),
-                        duration: Duration::ZERO,
-                    },
-                );
-                Ok(PassGate::Defer)
+                Ok(PassGate::Defer { reason, context })
             }
             Verdict::Fail(reason) => Err(MirrorError::Hook(reason)),
-        }
-    }
-
-    fn after<T>(
-        &self,
-        context: Option<RunContext>,
-        result: &Result<T, MirrorError>,
-        took: Duration,
-    ) {
-        if let Some(context) = context {
-            let (status, error) = match result {
-                Ok(_) => ("ok", None),
-                Err(MirrorError::Cancelled) => ("cancelled", None),
-                Err(e) => ("error", Some(e.to_string())),
-            };
-            self.runner.after(
-                context,
-                RunOutcome {
-                    status,
-                    error,
-                    duration: took,
-                },
-            );
         }
     }
 
@@ -160,7 +156,8 @@ impl PassHooks {
     ) -> Result<Option<super::pass::PassOutcome>, MirrorError> {
         let context = match self.before(pair).await {
             Ok(PassGate::Go(context)) => context,
-            Ok(PassGate::Defer) => {
+            Ok(PassGate::Defer { reason, context }) => {
+                self.runner.after(context, skipped(reason));
                 watch.pass("deferred");
                 return Ok(None);
             }
@@ -171,7 +168,10 @@ impl PassHooks {
         };
         let started = tokio::time::Instant::now();
         let result = pair.sync_pass(cancel).await;
-        self.after(context, &result, started.elapsed());
+        if let Some(context) = context {
+            self.runner
+                .after(context, ended(&result, started.elapsed()));
+        }
         match &result {
             Ok(outcome) => {
                 watch.copied(

@@ -332,20 +332,24 @@ impl HookRunner {
             return;
         }
         let runner = self.clone();
-        tokio::spawn(async move {
-            for spec in &runner.hooks {
-                let told = match runner.plugin(spec) {
-                    Ok(plugin) => {
-                        plugin
-                            .post_run(&spec.config, &spec.limits, &context, &outcome)
-                            .await
-                    }
-                    Err(e) => Err(e),
-                };
-                if let Err(e) = told {
-                    tracing::warn!(hook = %spec.name, "post-task hook failed: {e}");
+        tokio::spawn(async move { runner.after_waiting(context, outcome).await });
+    }
+
+    /// [`HookRunner::after`], done before it returns: a one-shot command
+    /// would exit before a background call finished.
+    pub async fn after_waiting(&self, context: RunContext, outcome: RunOutcome) {
+        for spec in &self.hooks {
+            let told = match self.plugin(spec) {
+                Ok(plugin) => {
+                    plugin
+                        .post_run(&spec.config, &spec.limits, &context, &outcome)
+                        .await
                 }
+                Err(e) => Err(e),
+            };
+            if let Err(e) = told {
+                tracing::warn!(hook = %spec.name, "post-task hook failed: {e}");
             }
-        });
+        }
     }
 }

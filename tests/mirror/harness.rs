@@ -134,6 +134,7 @@ impl Source {
             &self.url,
             target,
             &CopierOptions::default(),
+            ops::Hooks::Ask,
             CopyProgress::new(),
             cancel,
         )

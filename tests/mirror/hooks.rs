@@ -174,3 +174,70 @@ async fn hooks_that_cannot_answer_fail_closed_visibly() {
         source.stop().await;
     }
 }
+
+/// `sleet mirror sync` asks the database's mirror hooks as a node's pass
+/// does: a hook it cannot load fails the command closed, a maintenance
+/// window closed now defers it (exit 1 with the reason, nothing copied),
+/// `--no-hooks` runs it anyway, and inside the window it runs, with an
+/// audit hook told of the pass before the command exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_shot_passes_ask_the_hooks_a_node_would() {
+    use crate::common::{fails_with, ok, sleet, sleet_env, stderr};
+    let plugins = plugin_dir(&["maintenance-window", "audit-hook"]);
+    let dest_dir = tempfile::tempdir().unwrap();
+    let dest = format!("file://{}/copy", dest_dir.path().display());
+    let hhmm = |hours: i64| {
+        (chrono::Utc::now() + chrono::Duration::hours(hours))
+            .format("%H:%M")
+            .to_string()
+    };
+    let config = |start: String, end: String| {
+        target_toml("live", &dest)
+            + "[database.hooks.window]\nplugin = \"maintenance-window\"\nservices = [\"mirror\"]\n"
+            + &format!("[database.hooks.window.config]\nstart = \"{start}\"\nend = \"{end}\"\n")
+            + "[database.hooks.audit]\nplugin = \"audit-hook\"\n"
+    };
+    let source = Source::new(&config(hhmm(2), hhmm(3)), 2).await;
+    let (root, db) = (source.root.url(), source.url.clone());
+    let dir = plugins.path().to_str().unwrap();
+    let with_plugins = ["mirror", "sync", &root, &db, "live", "--plugin-dir", dir];
+
+    fails_with(
+        sleet(&["mirror", "sync", &root, &db, "live"]),
+        1,
+        "hook audit: plugin \"audit-hook\" is not loaded on node sleet mirror sync \
+         (it runs without --plugin-dir)",
+    );
+    fails_with(
+        sleet(&with_plugins),
+        1,
+        "the pass did not run: hook window skipped it: outside the maintenance window",
+    );
+    assert!(
+        db::objects(&dest, "manifest").await.is_empty(),
+        "deferred: nothing copied"
+    );
+
+    ok(sleet(&[&with_plugins[..], &["--no-hooks"]].concat()));
+    assert_verified(&dest).await;
+
+    source.root.write(
+        "sleet.toml",
+        &format!(
+            "{}\n{}",
+            crate::harness::fast_services(),
+            config(hhmm(-1), hhmm(1))
+        ),
+    );
+    source.writer.flush().await.unwrap();
+    let out = sleet_env(&with_plugins, &[("RUST_LOG", "sleet=info")]);
+    let said = stderr(&out);
+    ok(out);
+    assert!(
+        said.contains(&format!(
+            "audit: mirror [live] of {db} on sleet mirror sync (mirror-pass #1): ok"
+        )),
+        "the audit hook heard of the pass: {said}"
+    );
+    source.stop().await;
+}

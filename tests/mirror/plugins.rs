@@ -40,6 +40,7 @@ async fn sync(
         &source.url,
         "t",
         &copiers,
+        ops::Hooks::Ask,
         CopyProgress::new(),
         &CancellationToken::new(),
     )
@@ -121,6 +122,35 @@ async fn failed_pass(
         "a failed batch commits nothing"
     );
     (err, source, dest)
+}
+
+/// The hostile suite's Python members, built from `plugins/python` by
+/// componentize-py: a copier that allocates without bound is stopped at
+/// its memory budget (32 MiB, summed over the instance's memories), and
+/// one that reports copies it never made is caught by the host's
+/// verification. Each fails its pass naming the plugin, commits nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_copiers_that_hoard_or_lie_are_stopped_and_caught() {
+    use sleet::plugin::PluginKind;
+    use sleet::scaffold::Lang;
+    if crate::wasm::toolchain(Lang::Python).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    crate::wasm::build_example(
+        Lang::Python,
+        PluginKind::Copier,
+        "py-hostile-copier",
+        dir.path(),
+    );
+    for (mode, refusal) in [
+        ("hoard", "memory budget exceeded"),
+        ("lie", "the destination has no such object"),
+    ] {
+        let (err, source, _) = failed_pass(dir.path(), "py-hostile-copier", mode).await;
+        assert!(err.contains(refusal), "{mode}: {err}");
+        source.stop().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -396,6 +426,7 @@ async fn copies_a_plugin_only_claims_are_caught_before_commit() {
             &source.url,
             "t",
             &honest,
+            ops::Hooks::Ask,
             CopyProgress::new(),
             &CancellationToken::new(),
         )
