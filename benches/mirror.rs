@@ -6,7 +6,10 @@
 //! The example plugin copiers (built from `plugins/`) run on the same
 //! workload: `throttle-copier` uncapped, whose bytes move by the host's
 //! `copy-to`, and `verify-copier`, which streams every byte through the
-//! plugin and reads each copy back.
+//! plugin and reads each copy back. So do the copiers of other languages:
+//! `copy-copier` (Rust), and the `sleet plugin new` copiers (copy-to) and
+//! streaming examples in Python and JavaScript when their toolchains are
+//! installed (scripts/bench installs them).
 //!
 //! `cargo bench --bench mirror -- across` skips the one-endpoint S3 case;
 //! `cargo bench --bench mirror -- multipart` instead times builtin's
@@ -75,10 +78,11 @@ impl Run {
 fn plugin_copiers() -> Vec<(String, Arc<dyn Copier>)> {
     let built = sleet::testing::build_plugins(&std::env::temp_dir().join("sleet-bench-plugins"));
     let dir = tempfile::tempdir().expect("a plugin dir");
-    for name in ["throttle-copier", "verify-copier"] {
+    for name in ["throttle-copier", "verify-copier", "copy-copier"] {
         let file = format!("{}.wasm", name.replace('-', "_"));
         std::fs::copy(built.join(&file), dir.path().join(format!("{name}.wasm"))).expect("copy");
     }
+    let languages = language_copiers(dir.path());
     let runtime = sleet::plugin::PluginRuntime::new(None).expect("a plugin runtime");
     let set =
         sleet::plugin::PluginSet::load(&runtime, &[dir.path().to_path_buf()], &Default::default());
@@ -94,7 +98,7 @@ fn plugin_copiers() -> Vec<(String, Arc<dyn Copier>)> {
             0,
         ))
     };
-    vec![
+    let mut copiers = vec![
         (
             "plugin copy-to".to_string(),
             make(
@@ -106,7 +110,43 @@ fn plugin_copiers() -> Vec<(String, Arc<dyn Copier>)> {
             "plugin streaming".to_string(),
             make("verify-copier", Vec::new()),
         ),
-    ]
+        ("rust copy-to".to_string(), make("copy-copier", Vec::new())),
+    ];
+    for (label, name) in languages {
+        copiers.push((label, make(&name, Vec::new())));
+    }
+    copiers
+}
+
+/// The Python and JavaScript copiers (when their toolchains are
+/// installed, as scripts/bench does): each language's `sleet plugin new`
+/// copier (copy-to) and streaming example, built into `dir`; their labels
+/// and plugin names.
+fn language_copiers(dir: &std::path::Path) -> Vec<(String, String)> {
+    use sleet::plugin::PluginKind;
+    use sleet::scaffold::{self, Lang};
+    let mut copiers = Vec::new();
+    for (lang, stream) in [(Lang::Python, "py-stream-copier"), (Lang::Js, "js-stream-copier")] {
+        if sleet::testing::toolchain(lang).is_none() {
+            continue;
+        }
+        let name = format!("{lang}-copier");
+        let projects = tempfile::tempdir().expect("a projects dir");
+        let project = scaffold::project(lang, PluginKind::Copier, &name).expect("a project");
+        scaffold::write(&projects.path().join(&name), &project).expect("written");
+        let built = sleet::testing::build_project(
+            &projects.path().join(&name),
+            lang,
+            PluginKind::Copier,
+            &name,
+            std::path::Path::new("unused"),
+        );
+        std::fs::copy(built, dir.join(format!("{name}.wasm"))).expect("installed");
+        sleet::testing::build_example(lang, PluginKind::Copier, stream, dir);
+        copiers.push((format!("{lang} copy-to"), name));
+        copiers.push((format!("{lang} streaming"), stream.to_string()));
+    }
+    copiers
 }
 
 fn main() {

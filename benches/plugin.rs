@@ -2,7 +2,10 @@
 //! a fresh instance, and per-call overhead, measured on the example
 //! plugins built from `plugins/`.
 //!
-//! `cargo bench --bench plugin` runs everything; `-- compaction` only the
+//! `cargo bench --bench plugin` runs everything; `-- languages` only the
+//! costs of `sleet plugin new` projects in Rust, Python and JavaScript
+//! (each kind: size, compile and cached load, one call, instance memory);
+//! `-- compaction` only the
 //! compaction of merge operands with the native counter against the wasm
 //! one (`SLEET_BENCH_MERGE_KEYS`, default 100,000 keys, and
 //! `SLEET_BENCH_MERGE_ROUNDS`, default 10 operands each). The seeding
@@ -18,9 +21,12 @@ use sleet::plugin::{PluginRuntime, PluginSet};
 
 #[path = "plugin/compaction.rs"]
 mod compaction;
+#[path = "plugin/languages.rs"]
+mod languages;
 
 fn main() {
     let only_compaction = std::env::args().any(|a| a == "compaction");
+    let only_languages = std::env::args().any(|a| a == "languages");
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     runtime.block_on(async {
         let target = std::env::temp_dir().join("sleet-bench-plugins");
@@ -31,9 +37,13 @@ fn main() {
             std::fs::copy(built.join(&file), dir.path().join(format!("{name}.wasm")))
                 .expect("copy a plugin");
         }
+        if only_languages {
+            return languages::run().await;
+        }
         if !only_compaction {
             compile_times(dir.path());
             call_costs(dir.path()).await;
+            languages::run().await;
         }
         compaction::run(dir.path()).await;
     });

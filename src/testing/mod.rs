@@ -19,6 +19,9 @@ use object_store::{
     PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
 };
 
+mod plugins;
+pub use plugins::{build_example, build_plugins, build_project, toolchain};
+
 /// The kinds of request a [`CountingStore`] counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -427,40 +430,6 @@ impl ObjectStore for FaultyStore {
         self.faults.before_request(from.as_ref()).await?;
         self.inner.copy_opts(from, to, options).await
     }
-}
-
-/// Builds the plugin crates under `plugins/` for wasm32-wasip2 into
-/// `target_dir` (release) and returns the directory holding the
-/// `<crate_name>.wasm` files. Tests and benchmarks build plugins from
-/// source this way; nothing prebuilt is committed.
-pub fn build_plugins(target_dir: &std::path::Path) -> std::path::PathBuf {
-    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("plugins/Cargo.toml");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    // A target dir of its own: a nested cargo on the outer build's dir
-    // would wait forever for the lock the outer build holds.
-    let output = std::process::Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "--target",
-            "wasm32-wasip2",
-            "--manifest-path",
-        ])
-        .arg(&manifest)
-        .env("CARGO_TARGET_DIR", target_dir)
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("RUSTC_WRAPPER")
-        .env_remove("CARGO_BUILD_TARGET")
-        .output()
-        .expect("cargo runs");
-    assert!(
-        output.status.success(),
-        "building plugins/ for wasm32-wasip2 failed (is the target installed? \
-         `rustup target add wasm32-wasip2`):\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    target_dir.join("wasm32-wasip2/release")
 }
 
 /// A client for `bucket` of the local test S3 server at `endpoint` (the one
