@@ -1,23 +1,23 @@
 //! What one plugin instance may hold: a byte budget over everything it
 //! allocates (all its linear memories and table elements together), not a
 //! count of memories. Toolchains shape components differently: a Rust
-//! `wasm32-wasip2` component is one core instance with one memory, while
-//! componentize-py links CPython, libc and its adapters as a dozen core
-//! instances with several memories and tables. Counting them would refuse
-//! the second for no gain; summing their bytes bounds both the same way.
+//! `wasm32-wasip2` or componentize-js component instantiates 3 core
+//! modules, while componentize-py links CPython, libc and its runtime
+//! dynamically as 14 (one shared memory, 2 tables). A count sized for the
+//! first refused the second for no gain (sleet 0.2 allowed 4 instances);
+//! summing bytes bounds every shape the same way.
 //!
 //! The counts are still bounded, generously, because each instance, table
 //! and memory costs the host a little beyond its bytes.
 
 use wasmtime::ResourceLimiter;
 
-/// Core instances per store. componentize-py 0.25 makes 12, componentize-js
-/// 0.23 and Rust's wasm32-wasip2 fewer; a component with more than this is
-/// not one a toolchain made.
+/// Core instances per store: componentize-py 0.25.1 makes 14,
+/// componentize-js 0.23 and Rust's wasm32-wasip2 make 3.
 pub const MAX_INSTANCES: usize = 64;
-/// Linear memories per store (componentize-py: 4).
+/// Linear memories per store (each toolchain above defines 1).
 pub const MAX_MEMORIES: usize = 16;
-/// Tables per store (componentize-py: 8).
+/// Tables per store (each toolchain above defines 2).
 pub const MAX_TABLES: usize = 64;
 /// What one table element costs the host: wasmtime stores a pointer per
 /// element, for funcref and externref tables alike.
