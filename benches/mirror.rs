@@ -126,7 +126,10 @@ fn language_copiers(dir: &std::path::Path) -> Vec<(String, String)> {
     use sleet::plugin::PluginKind;
     use sleet::scaffold::{self, Lang};
     let mut copiers = Vec::new();
-    for (lang, stream) in [(Lang::Python, "py-stream-copier"), (Lang::Js, "js-stream-copier")] {
+    for (lang, stream) in [
+        (Lang::Python, "py-stream-copier"),
+        (Lang::Js, "js-stream-copier"),
+    ] {
         if sleet::testing::toolchain(lang).is_none() {
             continue;
         }

@@ -22,25 +22,13 @@ use tokio::task::JoinHandle;
 use crate::common::{BUCKET, FAST_IDLE, FileRoot, endpoint, s3_store, test_store, unique_prefix};
 use crate::db;
 
-/// Fast cadences so convergence takes seconds: 200ms ticks, 2s timeout.
-const FLEET: &str = r#"
+/// Fast node cadences (200ms ticks, 2s timeout) and compaction: a
+/// compaction finishes within seconds of its L0 filling.
+pub const FAST_NODE_AND_COMPACTION: &str = r#"
 [node]
 heartbeat_interval = "200ms"
 heartbeat_timeout = "2s"
 config_poll = "400ms"
-
-[database.gc.manifest]
-interval = "300ms"
-min_age = "1s"
-[database.gc.wal]
-interval = "300ms"
-min_age = "1s"
-[database.gc.compacted]
-interval = "300ms"
-min_age = "1s"
-[database.gc.compactions]
-interval = "300ms"
-min_age = "1s"
 
 [database.compactor-coordinator]
 poll_interval = "100ms"
@@ -54,12 +42,29 @@ count = 2
 compactions_poll_interval = "100ms"
 heartbeat_interval = "500ms"
 min_filter_keys = 0
-
 "#;
 
-/// [`FLEET`] with fast idle looks.
+/// Fast GC: every kind of object collected a second after it is
+/// unreferenced (shorter than the docs recommend, for fast tests).
+const FAST_GC: &str = r#"
+[database.gc.manifest]
+interval = "300ms"
+min_age = "1s"
+[database.gc.wal]
+interval = "300ms"
+min_age = "1s"
+[database.gc.compacted]
+interval = "300ms"
+min_age = "1s"
+[database.gc.compactions]
+interval = "300ms"
+min_age = "1s"
+"#;
+
+/// Fast node, compaction and GC cadences with fast idle looks:
+/// convergence takes seconds.
 pub fn fast_fleet() -> String {
-    format!("{FLEET}{FAST_IDLE}")
+    format!("{FAST_NODE_AND_COMPACTION}{FAST_GC}{FAST_IDLE}")
 }
 
 /// L0 SSTs have become a sorted run, leaving fewer than the scheduler's

@@ -16,7 +16,7 @@ use object_store::ObjectStoreExt;
 use sleet::plugin::PluginKind;
 use sleet::scaffold::Lang;
 
-use crate::cluster::{Cluster, poll_until};
+use crate::cluster::{Cluster, FAST_NODE_AND_COMPACTION, poll_until};
 use crate::common::{endpoint, json, s3_env};
 use crate::compaction_plugins::{read_counters, until_compacted, write_counters};
 use crate::db;
@@ -220,32 +220,14 @@ async fn register_with(cluster: &Cluster, url: &str, body: &str) {
         .unwrap();
 }
 
-/// Fast cadences for one node; GC keeps its default ages.
-const FLEET: &str = r#"
-[node]
-heartbeat_interval = "200ms"
-heartbeat_timeout = "2s"
-config_poll = "400ms"
-
-[database.compactor-coordinator]
-poll_interval = "100ms"
-commit_compacted_interval = "100ms"
-[database.compactor-coordinator.scheduler]
-min_compaction_sources = 2
-
-[database.compaction-workers]
-count = 2
-compactions_poll_interval = "100ms"
-heartbeat_interval = "500ms"
-min_filter_keys = 0
-"#;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_and_javascript_plugins_mirror_gate_and_compact_in_a_real_node_on_s3() {
     let Some(endpoint) = endpoint() else { return };
     let Some(built) = built() else { return };
     let _heavy = crate::HEAVY.lock().await;
-    let cluster = Cluster::on_s3(&format!("{FLEET}{}", crate::common::FAST_IDLE), &endpoint).await;
+    // Fast cadences; GC keeps its default ages.
+    let fleet = format!("{FAST_NODE_AND_COMPACTION}{}", crate::common::FAST_IDLE);
+    let cluster = Cluster::on_s3(&fleet, &endpoint).await;
     let mirror_url = |name: &str| {
         cluster
             .db_url(name)
