@@ -52,8 +52,69 @@ pub async fn run() {
             std::fs::create_dir_all(&plugins).expect("a plugin dir");
             std::fs::copy(built, plugins.join(format!("{name}.wasm"))).expect("installed");
             measure(&name, kind, &plugins).await;
+            if lang == Lang::Python && kind == PluginKind::Copier {
+                node_start_up(&plugins);
+            }
         }
     }
+}
+
+/// A real `sleet run` from spawn to its first heartbeat with one large
+/// plugin in its plugin dir: first with an empty compile cache (the
+/// node compiles it), then twice from the cache (every later start), and
+/// with the dir emptied (the node's own start-up, for comparison).
+fn node_start_up(plugins: &Path) {
+    let work = tempfile::tempdir().expect("a work dir");
+    let root = work.path().join("root");
+    std::fs::create_dir_all(&root).expect("a root");
+    std::fs::write(root.join("sleet.toml"), "").expect("sleet.toml");
+    let size: u64 = std::fs::read_dir(plugins)
+        .expect("the plugin dir")
+        .map(|e| e.expect("an entry").metadata().expect("metadata").len())
+        .sum();
+    let start = |label: &str| {
+        let started = Instant::now();
+        let mut node = std::process::Command::new(env!("CARGO_BIN_EXE_sleet"))
+            .args([
+                "run",
+                &format!("file://{}", root.display()),
+                "--node-id",
+                "n1",
+            ])
+            .arg("--plugin-dir")
+            .arg(plugins)
+            .arg("--plugin-cache")
+            .arg(work.path().join("cache"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("sleet run starts");
+        let beat =
+            |entry: std::fs::DirEntry| entry.file_name().to_string_lossy().starts_with("n1.");
+        while !std::fs::read_dir(root.join("nodes"))
+            .map(|mut d| d.any(|e| e.is_ok_and(beat)))
+            .unwrap_or(false)
+        {
+            assert!(started.elapsed() < Duration::from_secs(300), "no heartbeat");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let took = started.elapsed();
+        node.kill().expect("stopped");
+        node.wait().expect("reaped");
+        let _ = std::fs::remove_dir_all(root.join("nodes"));
+        println!(
+            "plugin: node start-up, {label}: {} to the first heartbeat",
+            human(took)
+        );
+    };
+    let mb = size as f64 / 1e6;
+    start(&format!("{mb:.1} MB plugin, empty compile cache"));
+    start(&format!("{mb:.1} MB plugin, from the cache"));
+    start(&format!("{mb:.1} MB plugin, from the cache"));
+    for entry in std::fs::read_dir(plugins).expect("the plugin dir") {
+        std::fs::remove_file(entry.expect("an entry").path()).expect("removed");
+    }
+    start("no plugin");
 }
 
 async fn measure(name: &str, kind: PluginKind, dir: &Path) {
@@ -130,6 +191,51 @@ async fn measure(name: &str, kind: PluginKind, dir: &Path) {
         human(per_call),
         peak as f64 / f64::from(1 << 20),
     );
+    if let Loaded::MergeOperator(merge) = &*loaded {
+        merge_calls(name, merge, &config, &limits);
+    }
+}
+
+/// What SlateDB's compactor pays per `merge_batch` through a pooled,
+/// configured instance (no fresh instance per call), by operands per call.
+fn merge_calls(
+    name: &str,
+    merge: &std::sync::Arc<sleet::plugin::compaction::MergePlugin>,
+    config: &[(String, String)],
+    limits: &sleet::plugin::PluginLimits,
+) {
+    use bytes::Bytes;
+    use slatedb::MergeOperator;
+    let spec = sleet::plugin::compaction::CodeSpec {
+        plugin: name.into(),
+        config: config.to_vec(),
+        limits: limits.clone(),
+    };
+    let operator = merge
+        .operator(
+            &spec,
+            "file:///bench/db",
+            sleet::plugin::compaction::unreported(),
+        )
+        .expect("configured");
+    let key = Bytes::from_static(b"key-0000001");
+    for operands in [1u64, 10, 100] {
+        let batch: Vec<Bytes> = (0..operands)
+            .map(|i| Bytes::copy_from_slice(&i.to_le_bytes()))
+            .collect();
+        let calls = 20_000 / operands as u32;
+        for _ in 0..100 {
+            operator.merge_batch(&key, None, &batch).expect("merges");
+        }
+        let started = Instant::now();
+        for _ in 0..calls {
+            std::hint::black_box(operator.merge_batch(&key, None, &batch).expect("merges"));
+        }
+        println!(
+            "plugin: {name}: merge_batch of {operands} operands on a pooled instance: {}",
+            human(started.elapsed() / calls)
+        );
+    }
 }
 
 fn human(d: Duration) -> String {
