@@ -153,6 +153,85 @@ async fn python_copiers_that_hoard_or_lie_are_stopped_and_caught() {
     }
 }
 
+/// A streaming copier in Python or JavaScript holds what it reads in a
+/// call (the toolchains' bindings lift each `read` into fresh guest
+/// memory): sized by the rule docs/plugins.md gives (Python: 16 MiB plus
+/// the object; JavaScript: 16 MiB plus twice it), a 24 MiB object copies
+/// byte for byte; under a 32 MiB budget the same call is stopped at the
+/// budget, naming the plugin, and nothing is left at the destination.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_and_javascript_streaming_copiers_hold_what_they_read_within_their_budget() {
+    use object_store::ObjectStoreExt;
+    use sleet::plugin::{PluginKind, PluginLimits};
+    use sleet::scaffold::Lang;
+    let langs = [
+        (Lang::Python, "py-stream-copier", 16 + 24),
+        (Lang::Js, "js-stream-copier", 16 + 2 * 24),
+    ];
+    if langs
+        .iter()
+        .any(|(lang, ..)| crate::wasm::toolchain(*lang).is_none())
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (lang, name, _) in langs {
+        crate::wasm::build_example(lang, PluginKind::Copier, name, dir.path());
+    }
+    let plugins = load(dir.path(), &[]).await;
+    let data = tempfile::tempdir().unwrap();
+    let root = |name: &str| {
+        let url = format!("file://{}/{name}", data.path().display());
+        let (store, prefix) = sleet::store::open_url(&url).unwrap();
+        sleet::store::StoreRoot {
+            url,
+            store,
+            prefix,
+            address: None,
+        }
+    };
+    let (src, dst) = (root("src"), root("dst"));
+    let object = "compacted/01J79C21YKR31J2BS1EFXJZ7MR.sst".to_string();
+    let bytes: Vec<u8> = (0..24u32 << 20).map(|i| (i % 251) as u8).collect();
+    src.store
+        .put(&src.path(&object), bytes.clone().into())
+        .await
+        .unwrap();
+    for (_, name, sized_mib) in langs {
+        let copier = plugins.copier(name, "test").unwrap();
+        let (small, sized) = [32, sized_mib]
+            .map(|mib: u64| PluginLimits {
+                sha256: None,
+                memory_bytes: mib << 20,
+                call_timeout: std::time::Duration::from_secs(60),
+            })
+            .into();
+        let batch = [object.clone()];
+        let run = |limits| copier.run_batch(&src, &dst, &batch, &[], limits, Default::default());
+        let err = run(&small).await.expect_err("over its budget").to_string();
+        assert!(
+            err.contains(&format!("plugin {name} trapped: memory budget exceeded")),
+            "{err}"
+        );
+        assert!(
+            dst.store.head(&dst.path(&object)).await.is_err(),
+            "{name}: nothing left"
+        );
+        let (reported, written) = run(&sized).await.expect("within its budget");
+        assert_eq!(written, 24 << 20, "{name}: {reported:?}");
+        let copied = dst
+            .store
+            .get(&dst.path(&object))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert!(copied == bytes, "{name}: the copy is byte for byte");
+        dst.store.delete(&dst.path(&object)).await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trapping_plugin_fails_its_batch_with_the_trap() {
     let (err, source, _) = hostile_error("trap").await;

@@ -5,6 +5,13 @@ see the bytes (to transform, checksum or filter them); otherwise prefer
 `copy-to` (py-copy-copier).
 
 Settings: `chunk_kib` (1-1024, default 1024): bytes per read.
+
+Memory: what a call reads is not given back within the call (each `read`
+result is lifted into fresh guest memory by componentize-py's bindings;
+measured, a call holds about 12 MiB plus every byte it read). This copier asks for one object per call (`max_batch` 1),
+so `memory_mib` must exceed the largest object by 16 MiB or so: 80 for
+SlateDB's default 64 MiB L0 SSTs. `copy-to` (py-copy-copier) has no such
+cost.
 """
 
 from wit_world import exports
@@ -35,7 +42,8 @@ def copy_one(src, dst, path):
 
 class Copier(exports.Copier):
     def describe(self) -> copier.Info:
-        return copier.Info(name="py-stream-copier", version="0.1.0", max_batch=0)
+        # One object per call: a call holds every byte it reads (above).
+        return copier.Info(name="py-stream-copier", version="0.1.0", max_batch=1)
 
     def configure(self, cfg):
         global chunk_bytes
