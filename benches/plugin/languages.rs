@@ -243,7 +243,9 @@ fn human(d: Duration) -> String {
         format!("{:.2} s", d.as_secs_f64())
     } else if d >= Duration::from_millis(1) {
         format!("{:.1} ms", d.as_secs_f64() * 1e3)
-    } else {
+    } else if d >= Duration::from_micros(10) {
         format!("{:.0} µs", d.as_secs_f64() * 1e6)
+    } else {
+        format!("{:.2} µs", d.as_secs_f64() * 1e6)
     }
 }

@@ -347,3 +347,51 @@ fn version_and_help() {
         assert!(text.contains("Usage: sleet"), "{args:?}: {text}");
     }
 }
+
+/// An author gets the WIT this binary speaks, byte for byte, without the
+/// repository; `plugin new` refuses a bad name or an existing directory
+/// with a clear error and writes nothing over anything.
+#[test]
+fn plugin_wit_and_plugin_new_write_what_an_author_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let wit = dir.path().join("wit");
+    ok(sleet(&["plugin", "wit", wit.to_str().unwrap()]));
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("wit");
+    for file in ["plugin.wit", "compaction/compaction.wit"] {
+        assert_eq!(
+            std::fs::read(wit.join(file)).unwrap(),
+            std::fs::read(repo.join(file)).unwrap(),
+            "{file}"
+        );
+    }
+    let parent = dir.path().to_str().unwrap();
+    let new = |name: &str| {
+        sleet(&[
+            "plugin", "new", "--lang", "python", "--kind", "hook", name, "--dir", parent,
+        ])
+    };
+    fails_with(
+        new("Night Window"),
+        1,
+        "plugin name \"Night Window\": use 1-64 characters",
+    );
+    let said = ok(new("night-window"));
+    assert!(
+        said.contains(
+            "componentize-py -d wit -w hook-plugin componentize app -o night-window.wasm"
+        ),
+        "{said}"
+    );
+    let app = std::fs::read_to_string(dir.path().join("night-window/app.py")).unwrap();
+    assert!(app.contains("night-window was not configured"), "{app}");
+    std::fs::write(dir.path().join("night-window/app.py"), "# mine").unwrap();
+    fails_with(new("night-window"), 1, "night-window already exists");
+    let kept = std::fs::read_to_string(dir.path().join("night-window/app.py")).unwrap();
+    assert_eq!(kept, "# mine", "an existing project is never written over");
+    let out = sleet(&["plugin", "new", "--lang", "go", "--kind", "hook", "x"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "clap refuses an unknown language"
+    );
+}

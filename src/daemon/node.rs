@@ -1,0 +1,413 @@
+//! The tick loop: every `heartbeat_interval` a node writes its heartbeat,
+//! re-reads the config when `config_poll` is due, lists `nodes/`, deletes
+//! stale heartbeats, and reconciles its supervisors to exactly the tasks
+//! it owns. Each store step is bounded by the interval, so a store that
+//! hangs slows the loop and never stops it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use object_store::path::Path;
+use object_store::{ObjectStoreExt, PutPayload};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::board::TaskBoard;
+use super::options::{DatabaseOpener, NodeOptions};
+use super::owned::{TaskKey, TaskSpec, owned_tasks};
+use super::supervisor::Supervisor;
+use crate::config::NodeSettings;
+use crate::error::Error;
+use crate::heartbeat::{self, HeartbeatBody};
+use crate::metrics::Metrics;
+use crate::mirror::run::MirrorRuntime;
+use crate::outside_compactor::records::EpochRecords;
+use crate::plugin::hook::{Clock, HookRunner};
+use crate::probes::{NodeProbes, NodeReport};
+use crate::root::{ConfigPoller, FleetRoot, FleetView, HeartbeatObject, NODES_DIR, node_view};
+use crate::service::Service;
+
+/// Heartbeats this many timeouts old are deleted by any node.
+const DEAD_HEARTBEAT_TIMEOUTS: u32 = 10;
+
+struct RunningTask {
+    spec: TaskSpec,
+    token: CancellationToken,
+    /// The supervisor's task: a stopped one may still be finishing after
+    /// its replacement under the same key started.
+    id: tokio::task::Id,
+}
+
+struct Node {
+    root: FleetRoot,
+    id: String,
+    offered: Vec<Service>,
+    heartbeat_path: Path,
+    opener: DatabaseOpener,
+    /// The compactor epochs the fleet took, and outside compactors seen.
+    records: EpochRecords,
+    /// Plugins loaded from `--plugin-dir`, if any.
+    plugins: Option<Arc<crate::plugin::PluginSet>>,
+    /// The time hooks are told.
+    clock: Clock,
+    mirror: MirrorRuntime,
+    poller: ConfigPoller,
+    view: FleetView,
+    last_poll: Instant,
+    running: HashMap<TaskKey, RunningTask>,
+    task_keys: HashMap<tokio::task::Id, TaskKey>,
+    tasks: JoinSet<()>,
+    board: TaskBoard,
+    next_instance: u64,
+    metrics: Arc<Metrics>,
+    probes: Arc<NodeProbes>,
+    shutdown_grace: Duration,
+    /// Whether the last config poll read the fleet root.
+    config_read: bool,
+}
+
+/// Runs a node until `shutdown` is cancelled, then stops its tasks
+/// (waiting a bounded time) and deletes its heartbeat so peers take over
+/// at their next tick.
+pub async fn run_node(
+    root: FleetRoot,
+    options: NodeOptions,
+    shutdown: CancellationToken,
+) -> Result<(), Error> {
+    options.validate()?;
+    let mut node = Node::start(root, options).await?;
+    loop {
+        node.tick().await;
+        let interval = node.settings().heartbeat_interval;
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(interval) => {}
+        }
+    }
+    node.shut_down().await;
+    Ok(())
+}
+
+impl Node {
+    async fn start(root: FleetRoot, options: NodeOptions) -> Result<Node, Error> {
+        let name = heartbeat::object_name(&options.node_id, &options.services);
+        let heartbeat_path = root.path(&format!("{NODES_DIR}/{name}"));
+        info!(node_id = %options.node_id, root = %root.url(), heartbeat = %name, "sleet node starting");
+        let mut poller = ConfigPoller::new();
+        let view = poller.poll(&root).await;
+        log_warnings(&view);
+        let cache = options
+            .plugin_cache
+            .clone()
+            .or_else(crate::plugin::PluginRuntime::default_cache_dir);
+        let observer: crate::plugin::runtime::PluginObserver = {
+            let metrics = options.metrics.clone();
+            Arc::new(move |event| metrics.record_plugin(event))
+        };
+        let plugins = crate::plugin::load_dirs(
+            &options.plugin_dirs,
+            cache,
+            view.fleet.plugin_pins(),
+            Some(observer),
+        )
+        .await
+        .map_err(Error::Plugins)?;
+        let config_read = poller.read_root();
+        if config_read {
+            options.metrics.config_read();
+        }
+        let mut copiers = options.copiers;
+        copiers.plugins = plugins.clone();
+        copiers.node_id = options.node_id.clone();
+        Ok(Node {
+            records: EpochRecords::new(root.clone(), options.node_id.clone()),
+            root,
+            id: options.node_id,
+            offered: options.services,
+            heartbeat_path,
+            opener: options.opener,
+            plugins,
+            clock: options.clock,
+            mirror: MirrorRuntime::new(copiers, options.max_mirror_jobs)
+                .with_metrics(options.metrics.clone()),
+            poller,
+            view,
+            last_poll: Instant::now(),
+            running: HashMap::new(),
+            task_keys: HashMap::new(),
+            tasks: JoinSet::new(),
+            board: TaskBoard::default(),
+            next_instance: 0,
+            metrics: options.metrics,
+            probes: options.probes,
+            shutdown_grace: options.shutdown_grace,
+            config_read,
+        })
+    }
+
+    fn settings(&self) -> NodeSettings {
+        self.view.fleet.node.resolve()
+    }
+
+    /// One tick. Each store step is bounded by the heartbeat interval, so
+    /// a store that hangs delays the loop, never stops it (the liveness
+    /// probe depends on that).
+    async fn tick(&mut self) {
+        let started = Instant::now();
+        let step = self.settings().heartbeat_interval;
+        self.reap_finished();
+        let heartbeat_written = bounded(step, self.put_heartbeat()).await == Some(true);
+        if !heartbeat_written {
+            self.metrics.node.heartbeat_put_failures.inc();
+        }
+        if !self.config_read || self.last_poll.elapsed() >= self.settings().config_poll {
+            self.poll_config(step).await;
+        }
+        let live_nodes = match bounded(step, self.root.list_heartbeats()).await {
+            Some(Ok(heartbeats)) => {
+                let now = Utc::now();
+                let sightings = node_view(&heartbeats, now, self.settings().heartbeat_timeout);
+                bounded(step, self.delete_stale_heartbeats(&heartbeats, now)).await;
+                let owned = owned_tasks(&self.id, &self.offered, &sightings, &self.view);
+                self.reconcile(owned);
+                let others = sightings
+                    .values()
+                    .filter(|s| s.live && s.node_id != self.id)
+                    .count();
+                Some(others as u64 + 1)
+            }
+            Some(Err(e)) => {
+                warn!("{e}; keeping current assignments");
+                None
+            }
+            None => {
+                warn!("listing heartbeats took over {step:?}; keeping current assignments");
+                None
+            }
+        };
+        if live_nodes.is_none() {
+            self.metrics.node.heartbeat_list_failures.inc();
+        }
+        self.publish(heartbeat_written, live_nodes);
+        self.metrics.tick_took(started.elapsed());
+    }
+
+    /// Re-reads the config, within `step`; a poll that cannot read the
+    /// root keeps the last good view and is retried at the next tick.
+    async fn poll_config(&mut self, step: Duration) {
+        self.last_poll = Instant::now();
+        self.config_read = match bounded(step, self.poller.poll(&self.root)).await {
+            Some(view) => {
+                self.view = view;
+                log_warnings(&self.view);
+                self.poller.read_root()
+            }
+            None => {
+                warn!("the config poll took over {step:?}; keeping the last good config");
+                false
+            }
+        };
+        if self.config_read {
+            self.metrics.config_read();
+        } else {
+            self.metrics.node.config_poll_failures.inc();
+        }
+    }
+
+    /// Shows this tick's outcome to the probes and the task gauges.
+    fn publish(&self, heartbeat_written: bool, live_nodes: Option<u64>) {
+        let tasks = self.board.reports(self.running.keys());
+        if let Some(live) = live_nodes {
+            self.metrics.node.live_nodes.set(live as i64);
+        }
+        for service in &self.offered {
+            let service = service.to_string();
+            let (owned, states) = crate::probes::task_states(&tasks, &service);
+            self.metrics.record_tasks(&service, owned, &states);
+        }
+        let report = NodeReport {
+            node_id: self.id.clone(),
+            services: self.offered.iter().map(Service::to_string).collect(),
+            live_nodes: live_nodes.unwrap_or(0),
+            config_read: self.config_read,
+            heartbeat_written,
+            tasks,
+        };
+        self.probes
+            .ticked(report, self.settings().heartbeat_interval);
+    }
+
+    /// Writes this node's heartbeat; false when the PUT failed.
+    async fn put_heartbeat(&self) -> bool {
+        let (counts, failing) = self.board.summary(&self.offered);
+        let mut body = HeartbeatBody::new(&self.id, counts);
+        body.failing = failing;
+        body.plugins = self
+            .plugins
+            .as_ref()
+            .map(|p| p.infos().iter().map(loaded_plugin).collect())
+            .unwrap_or_default();
+        body.skipped = self.board.skipped();
+        body.failing_compactions = self.board.failing_compactions();
+        (body.outside_compactor_count, body.outside_compactors) = self.board.outside_compactors();
+        let bytes = serde_json::to_vec(&body).expect("heartbeat bodies serialize");
+        match self
+            .root
+            .store()
+            .put(&self.heartbeat_path, PutPayload::from(bytes))
+            .await
+        {
+            Ok(_) => true,
+            Err(e) => {
+                warn!("failed to PUT heartbeat {}: {e}", self.heartbeat_path);
+                false
+            }
+        }
+    }
+
+    /// Deletes this node's heartbeats under old names (it changed roles)
+    /// and anyone's heartbeat dead for ten timeouts.
+    async fn delete_stale_heartbeats(
+        &self,
+        heartbeats: &[HeartbeatObject],
+        now: chrono::DateTime<Utc>,
+    ) {
+        let dead_after = self.settings().heartbeat_timeout * DEAD_HEARTBEAT_TIMEOUTS;
+        for hb in heartbeats {
+            let age = (now - hb.last_modified).to_std().unwrap_or_default();
+            let renamed = hb.node_id == self.id && hb.path != self.heartbeat_path;
+            if !renamed && age < dead_after {
+                continue;
+            }
+            match self.root.store().delete(&hb.path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {
+                    info!(heartbeat = %hb.path, "deleted a stale heartbeat")
+                }
+                Err(e) => warn!("failed to delete stale heartbeat {}: {e}", hb.path),
+            }
+        }
+    }
+
+    /// Forgets supervisors that have exited, so owned keys restart.
+    fn reap_finished(&mut self) {
+        while let Some(done) = self.tasks.try_join_next_with_id() {
+            let id = match done {
+                Ok((id, ())) => id,
+                Err(e) => {
+                    if e.is_panic() {
+                        warn!("a task supervisor panicked: {e}");
+                    }
+                    e.id()
+                }
+            };
+            // Only the supervisor that is still the key's: a replaced one
+            // exiting must not orphan its replacement (which the next
+            // reconcile would then start a second time, and shutdown
+            // would never cancel).
+            if let Some(key) = self.task_keys.remove(&id)
+                && self.running.get(&key).is_some_and(|task| task.id == id)
+            {
+                self.running.remove(&key);
+            }
+        }
+    }
+
+    /// Stops tasks no longer owned or whose settings changed; starts owned
+    /// ones that are not running.
+    fn reconcile(&mut self, owned: BTreeMap<TaskKey, TaskSpec>) {
+        self.running.retain(|key, task| {
+            let keep = owned.get(key) == Some(&task.spec);
+            if !keep {
+                info!(database = %key.database, service = %key.service, "stopping task");
+                task.token.cancel();
+            }
+            keep
+        });
+        for (key, spec) in owned {
+            if !self.running.contains_key(&key) {
+                self.spawn(key, spec);
+            }
+        }
+    }
+
+    fn spawn(&mut self, key: TaskKey, spec: TaskSpec) {
+        info!(database = %key.database, service = %key.service, "starting task");
+        let token = CancellationToken::new();
+        self.next_instance += 1;
+        let supervisor = Supervisor {
+            key: key.clone(),
+            spec: spec.service.clone(),
+            hooks: HookRunner {
+                hooks: spec.hooks.clone(),
+                plugins: self.plugins.clone(),
+                node_id: self.id.clone(),
+                clock: self.clock.clone(),
+            },
+            instance: self.next_instance,
+            board: self.board.clone(),
+            opener: self.opener.clone(),
+            records: self.records.clone(),
+            mirror: self.mirror.clone(),
+            metrics: self.metrics.clone(),
+            fenced_wait: self.settings().heartbeat_interval,
+        };
+        let handle = self.tasks.spawn(supervisor.run(token.clone()));
+        let id = handle.id();
+        self.task_keys.insert(id, key.clone());
+        self.running.insert(key, RunningTask { spec, token, id });
+    }
+
+    async fn shut_down(mut self) {
+        info!("shutting down: stopping tasks and deleting heartbeat");
+        for task in self.running.values() {
+            task.token.cancel();
+        }
+        let drained = tokio::time::timeout(self.shutdown_grace, async {
+            while self.tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            warn!(
+                "{} tasks did not stop within {}s; abandoning them",
+                self.tasks.len(),
+                self.shutdown_grace.as_secs()
+            );
+            self.tasks.shutdown().await;
+        }
+        match self.root.store().delete(&self.heartbeat_path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => warn!("failed to delete heartbeat {}: {e}", self.heartbeat_path),
+        }
+    }
+}
+
+/// `work` within `limit`; `None` when it took longer (and was dropped).
+async fn bounded<T>(limit: Duration, work: impl std::future::Future<Output = T>) -> Option<T> {
+    tokio::time::timeout(limit, work).await.ok()
+}
+
+/// A loaded plugin as the heartbeat records it.
+fn loaded_plugin(info: &crate::plugin::PluginInfo) -> heartbeat::LoadedPlugin {
+    heartbeat::LoadedPlugin {
+        name: info.name.clone(),
+        sha256: info.sha256.clone(),
+        kind: match info.kind {
+            crate::plugin::PluginKind::Copier => heartbeat::LoadedPluginKind::Copier,
+            crate::plugin::PluginKind::Hook => heartbeat::LoadedPluginKind::Hook,
+            crate::plugin::PluginKind::MergeOperator => heartbeat::LoadedPluginKind::MergeOperator,
+            crate::plugin::PluginKind::CompactionFilter => {
+                heartbeat::LoadedPluginKind::CompactionFilter
+            }
+        },
+    }
+}
+
+fn log_warnings(view: &FleetView) {
+    for w in &view.warnings {
+        warn!("{w}");
+    }
+}

@@ -1,0 +1,373 @@
+//! One task's life on a node: ask its hooks, run it (a SlateDB service or
+//! a mirror target, side by side), tell the hooks how it went, and retry
+//! failures with exponential backoff until the node stops owning it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::board::{Phase, TaskBoard};
+use super::options::DatabaseOpener;
+use super::owned::TaskKey;
+use crate::compaction_code::CompactionCode;
+use crate::metrics::{Metrics, ServiceLabels, SlateDbRecorder};
+use crate::mirror::run::{MirrorRuntime, PassHooks, run_mirror_task};
+use crate::outside_compactor::Sighting;
+use crate::outside_compactor::records::EpochRecords;
+use crate::plugin::hook::{HookRunner, RunOutcome, Verdict};
+use crate::services::{ServiceError, ServiceSpec, run_service};
+
+/// The first retry waits twice this; each failure doubles the wait.
+const BACKOFF_START: Duration = Duration::from_secs(1);
+/// The longest wait between retries of a failing task.
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// A run that lasted this long was healthy: its failure starts the
+/// backoff afresh instead of doubling an old one.
+const HEALTHY_RUN: Duration = Duration::from_secs(60);
+/// How long a cancelled task may take to stop before it is abandoned.
+const STOP_GRACE: Duration = Duration::from_secs(20);
+
+/// Runs one task until it is cancelled, retrying failures with
+/// exponential backoff.
+pub(super) struct Supervisor {
+    pub(super) key: TaskKey,
+    pub(super) spec: ServiceSpec,
+    pub(super) hooks: HookRunner,
+    pub(super) instance: u64,
+    pub(super) board: TaskBoard,
+    pub(super) opener: DatabaseOpener,
+    pub(super) records: EpochRecords,
+    pub(super) mirror: MirrorRuntime,
+    pub(super) metrics: Arc<Metrics>,
+    /// A fenced coordinator waits one heartbeat interval, then reruns if
+    /// this node still owns it (the views that disagreed have converged).
+    /// The rerun first looks at who fenced it: a compactor outside the
+    /// fleet is never fenced back.
+    pub(super) fenced_wait: Duration,
+}
+
+impl Supervisor {
+    pub(super) async fn run(self, token: CancellationToken) {
+        let mut backoff = BACKOFF_START;
+        let mut attempt = 0;
+        let mut last_error = None;
+        loop {
+            attempt += 1;
+            let started = Instant::now();
+            let result = match self.ask_hooks(attempt, last_error.clone()).await {
+                HookGate::Skip => {
+                    // Deferred: ask again at the next tick.
+                    attempt -= 1;
+                    tokio::select! {
+                        _ = token.cancelled() => break,
+                        _ = tokio::time::sleep(self.fenced_wait) => continue,
+                    }
+                }
+                HookGate::Fail(reason) => Err(ServiceError::Hook(reason)),
+                HookGate::Go(context) => {
+                    // A task that stood down stays shown as standing down
+                    // while it looks again; `run_task` marks it running
+                    // once the service really starts.
+                    if !self.board.is_stood_down(&self.key, self.instance) {
+                        self.board
+                            .set(&self.key, self.instance, Phase::Running, None);
+                    }
+                    let result = self.run_once(&token).await;
+                    self.hooks
+                        .after(context, run_outcome(&result, &token, started.elapsed()));
+                    result
+                }
+            };
+            if token.is_cancelled() {
+                break;
+            }
+            let wait = match result {
+                Ok(()) => {
+                    info!(database = %self.key.database, service = %self.key.service,
+                        "task ended; it restarts at the next tick if still owned");
+                    break;
+                }
+                Err(e) if e.is_fenced() => {
+                    self.count(&self.metrics.tasks.fences);
+                    info!(database = %self.key.database, "coordinator fenced; looking at who holds the epoch after one heartbeat interval");
+                    backoff = BACKOFF_START;
+                    self.fenced_wait
+                }
+                Err(ref e @ ServiceError::OutsideCompactor { ref sighting, .. }) => {
+                    let sighting = Sighting::clone(sighting);
+                    warn!(database = %self.key.database, service = %self.key.service, "{e}");
+                    backoff = BACKOFF_START;
+                    self.board
+                        .set(&self.key, self.instance, Phase::StoodDown(sighting), None);
+                    self.spec.outside_recheck().unwrap_or(self.fenced_wait)
+                }
+                Err(e) => {
+                    if started.elapsed() >= HEALTHY_RUN {
+                        backoff = BACKOFF_START;
+                    }
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                    self.count(&self.metrics.tasks.restarts);
+                    warn!(database = %self.key.database, service = %self.key.service,
+                        "task failed: {e}; retrying in {}s", backoff.as_secs());
+                    last_error = Some(e.to_string());
+                    self.board.set(
+                        &self.key,
+                        self.instance,
+                        Phase::Backoff,
+                        Some(e.to_string()),
+                    );
+                    backoff
+                }
+            };
+            tokio::select! {
+                _ = token.cancelled() => break,
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+        self.board.remove(&self.key, self.instance);
+    }
+
+    fn count(
+        &self,
+        family: &prometheus_client::metrics::family::Family<
+            ServiceLabels,
+            prometheus_client::metrics::counter::Counter,
+        >,
+    ) {
+        family
+            .get_or_create(&ServiceLabels {
+                service: self.key.service.to_string(),
+            })
+            .inc();
+    }
+
+    /// Asks the task's hooks whether this run may start, recording a
+    /// deferral where the heartbeat (and so `status`) shows it.
+    async fn ask_hooks(&self, attempt: u32, last_error: Option<String>) -> HookGate {
+        let context = self.hooks.context(
+            &self.key.database,
+            self.key.service,
+            self.key.target.as_deref(),
+            "task",
+            attempt,
+            last_error,
+        );
+        if self.hooks.is_empty() {
+            return HookGate::Go(context);
+        }
+        match self.hooks.before(&context).await {
+            Verdict::Allow => {
+                self.board.set_skip(&self.key, None);
+                HookGate::Go(context)
+            }
+            Verdict::Skip(reason) => {
+                info!(database = %self.key.database, service = %self.key.service, "run deferred: {reason}");
+                self.board.set_skip(&self.key, Some(reason.clone()));
+                self.hooks.after(
+                    context,
+                    RunOutcome {
+                        status: "skipped",
+                        error: Some(reason),
+                        duration: Duration::ZERO,
+                    },
+                );
+                HookGate::Skip
+            }
+            Verdict::Fail(reason) => HookGate::Fail(reason),
+        }
+    }
+
+    /// One run of the service. Cancellation is passed to SlateDB, which
+    /// stops cleanly; a run that does not stop within the grace period
+    /// (a store that hangs during startup) is abandoned.
+    async fn run_once(&self, token: &CancellationToken) -> Result<(), ServiceError> {
+        let run = self.run_task(token.clone());
+        tokio::pin!(run);
+        tokio::select! {
+            result = &mut run => result,
+            _ = token.cancelled() => match tokio::time::timeout(STOP_GRACE, &mut run).await {
+                Ok(result) => result,
+                Err(_) => {
+                    warn!(database = %self.key.database, service = %self.key.service,
+                        "task did not stop within {}s of cancellation; abandoning it", STOP_GRACE.as_secs());
+                    Ok(())
+                }
+            },
+        }
+    }
+}
+
+impl Supervisor {
+    /// The merge operator and filter the task's compactor runs, built
+    /// from this node's plugins (coordinator and workers only).
+    fn compaction_code(&self, spec: &ServiceSpec) -> Result<Option<CompactionCode>, ServiceError> {
+        let Some(code) = spec.compaction_code() else {
+            return Ok(None);
+        };
+        let built = CompactionCode::build(
+            code,
+            self.hooks.plugins.as_deref(),
+            &self.hooks.node_id,
+            &self.key.database,
+            self.board.compaction_report(&self.key),
+        );
+        built
+            .map(Some)
+            .map_err(|e| ServiceError::Plugin(e.to_string()))
+    }
+
+    async fn run_task(&self, token: CancellationToken) -> Result<(), ServiceError> {
+        let source = (self.opener)(&self.key.database)?;
+        let started = || {
+            self.board
+                .set(&self.key, self.instance, Phase::Running, None)
+        };
+        match &self.spec {
+            ServiceSpec::Mirror(spec) => {
+                let destination = (self.opener)(&spec.destination)?;
+                started();
+                let (board, key) = (self.board.clone(), self.key.clone());
+                let passes = PassHooks {
+                    runner: self.hooks.clone(),
+                    report_skip: Arc::new(move |reason| board.set_skip(&key, reason)),
+                };
+                Ok(
+                    run_mirror_task(source, destination, spec, &self.mirror, &passes, &token)
+                        .await?,
+                )
+            }
+            spec => {
+                let recorder = Arc::new(SlateDbRecorder::new(
+                    self.metrics.clone(),
+                    &self.key.database,
+                ));
+                let code = self.compaction_code(spec)?;
+                let code = code.as_ref();
+                run_service(
+                    &source,
+                    spec,
+                    code,
+                    &self.records,
+                    &started,
+                    recorder,
+                    token,
+                )
+                .await
+            }
+        }
+    }
+}
+
+/// What a task's hooks said before a run.
+enum HookGate {
+    Go(crate::plugin::hook::RunContext),
+    Skip,
+    Fail(String),
+}
+
+/// How a run ended, for its hooks.
+fn run_outcome(
+    result: &Result<(), ServiceError>,
+    token: &CancellationToken,
+    duration: Duration,
+) -> RunOutcome {
+    let (status, error) = match result {
+        _ if token.is_cancelled() => ("cancelled", None),
+        Ok(()) => ("ok", None),
+        Err(e) if e.outside_compactor().is_some() => ("skipped", Some(e.to_string())),
+        Err(e) => ("error", Some(e.to_string())),
+    };
+    RunOutcome {
+        status,
+        error,
+        duration,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use object_store::path::Path;
+
+    use super::*;
+    use crate::config::{DatabaseConfig, FleetConfig};
+    use crate::daemon::owned::task_spec;
+    use crate::database::DatabaseError;
+    use crate::ownership::Assignment;
+    use crate::root::{FleetRoot, FleetView};
+    use crate::service::Service;
+
+    /// The spec of a GC task with default settings.
+    fn gc_spec() -> ServiceSpec {
+        let settings = FleetConfig::default().resolve_database(&DatabaseConfig::default());
+        let assignment = Assignment {
+            service: Service::Gc,
+            target: None,
+            owners: vec![],
+        };
+        task_spec(&assignment, "s3://b/db", &settings, &FleetView::default()).unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failing_tasks_back_off_and_report_their_error() {
+        let board = TaskBoard::default();
+        let key = TaskKey {
+            database: "s3://b/db".into(),
+            service: Service::Gc,
+            target: None,
+        };
+        let opened = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let counter = opened.clone();
+        let metrics = Arc::new(Metrics::default());
+        let supervisor = Supervisor {
+            key: key.clone(),
+            spec: gc_spec(),
+            instance: 1,
+            board: board.clone(),
+            opener: Arc::new(move |_: &str| {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Err(DatabaseError::NotADatabase {
+                    url: "s3://b/db".into(),
+                })
+            }),
+            records: EpochRecords::new(
+                FleetRoot::from_parts(
+                    "memory:///fleet".into(),
+                    Arc::new(object_store::memory::InMemory::new()),
+                    Path::from("fleet"),
+                ),
+                "n",
+            ),
+            mirror: MirrorRuntime::default(),
+            metrics: metrics.clone(),
+            hooks: HookRunner::none("n"),
+            fenced_wait: Duration::from_secs(7),
+        };
+        let token = CancellationToken::new();
+        let task = tokio::spawn(supervisor.run(token.clone()));
+        // Attempts at t=0, 2, 6, 14: the waits double from 2s.
+        tokio::time::sleep(Duration::from_millis(14_500)).await;
+        assert_eq!(opened.load(std::sync::atomic::Ordering::SeqCst), 4);
+        let (counts, failing) = board.summary(&[Service::Gc]);
+        assert_eq!((counts[0].running, counts[0].backoff), (0, 1));
+        assert_eq!(
+            failing[0].error,
+            "s3://b/db is not a SlateDB database (no manifest)"
+        );
+        assert!(
+            metrics
+                .encode()
+                .contains("sleet_task_restarts_total{service=\"gc\"} 4"),
+            "every failed run is counted as a restart"
+        );
+        token.cancel();
+        task.await.unwrap();
+        assert_eq!(
+            board.summary(&[Service::Gc]).0[0].backoff,
+            0,
+            "state cleared on exit"
+        );
+    }
+}
