@@ -75,7 +75,7 @@ impl Run {
 /// The example plugin copiers, built from `plugins/`: `throttle-copier`
 /// uncapped (its objects move by the host's copy-to) and `verify-copier`
 /// (every byte streams through the plugin and is read back).
-fn plugin_copiers() -> Vec<(String, Arc<dyn Copier>)> {
+async fn plugin_copiers() -> Vec<(String, Arc<dyn Copier>)> {
     let built = sleet::testing::build_plugins(&std::env::temp_dir().join("sleet-bench-plugins"));
     let dir = tempfile::tempdir().expect("a plugin dir");
     for name in ["throttle-copier", "verify-copier", "copy-copier"] {
@@ -88,15 +88,37 @@ fn plugin_copiers() -> Vec<(String, Arc<dyn Copier>)> {
         sleet::plugin::PluginSet::load(&runtime, &[dir.path().to_path_buf()], &Default::default());
     let limits =
         sleet::config::FleetConfig::default().plugin_limits("", sleet::plugin::PluginKind::Copier);
-    let make = |name: &str, config: Vec<(String, String)>| -> Arc<dyn Copier> {
+    // As a node does: describe the plugin for its batch size.
+    // Streaming copiers in Python and JavaScript hold what they read in a
+    // call: their memory covers the largest object (docs/plugins.md).
+    let largest_mib = LARGEST_OBJECT
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .div_ceil(1 << 20);
+    let make = async |name: &str, config: Vec<(String, String)>| -> Arc<dyn Copier> {
         let plugin = set.copier(name, "bench").expect("a loaded copier");
-        Arc::new(sleet::copier::wasm::WasmCopier::new(
+        let default_mib = limits.memory_bytes >> 20;
+        let memory_mib = match name {
+            "py-stream-copier" => 16 + largest_mib,
+            "js-stream-copier" => 16 + 2 * largest_mib,
+            _ => default_mib,
+        }
+        .max(default_mib);
+        if memory_mib > default_mib {
+            println!("mirror seeding: {name} runs with memory_mib = {memory_mib}");
+        }
+        let limits = sleet::config::PluginLimits {
+            memory_bytes: memory_mib << 20,
+            ..limits.clone()
+        };
+        let (info, _) = plugin.check(&config, &limits).await.expect("describes");
+        let copier: Arc<dyn Copier> = Arc::new(sleet::copier::wasm::WasmCopier::new(
             plugin.clone(),
             config,
             limits.clone(),
             PARALLELISM,
-            0,
-        ))
+            info.max_batch,
+        ));
+        copier
     };
     let mut copiers = vec![
         (
@@ -104,16 +126,20 @@ fn plugin_copiers() -> Vec<(String, Arc<dyn Copier>)> {
             make(
                 "throttle-copier",
                 vec![("bytes_per_second".into(), "0".into())],
-            ),
+            )
+            .await,
         ),
         (
             "plugin streaming".to_string(),
-            make("verify-copier", Vec::new()),
+            make("verify-copier", Vec::new()).await,
         ),
-        ("rust copy-to".to_string(), make("copy-copier", Vec::new())),
+        (
+            "rust copy-to".to_string(),
+            make("copy-copier", Vec::new()).await,
+        ),
     ];
     for (label, name) in languages {
-        copiers.push((label, make(&name, Vec::new())));
+        copiers.push((label, make(&name, Vec::new()).await));
     }
     copiers
 }
@@ -187,8 +213,9 @@ fn main() {
         let source_url = format!("file://{}/source", dir.path().display());
         let bytes = seed(&source_url, mib).await;
         println!(
-            "mirror seeding: source root {:.0} MB ({mib} MiB of values, WAL included)",
-            bytes as f64 / 1e6
+            "mirror seeding: source root {:.0} MB ({mib} MiB of values, WAL included), largest object {:.1} MB",
+            bytes as f64 / 1e6,
+            LARGEST_OBJECT.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e6
         );
 
         let emulators = [
@@ -309,10 +336,16 @@ async fn seed(url: &str, mib: usize) -> u64 {
     let mut total = 0;
     let mut listing = store.list(Some(&path));
     while let Some(meta) = listing.next().await {
-        total += meta.expect("list").size;
+        let size = meta.expect("list").size;
+        total += size;
+        LARGEST_OBJECT.fetch_max(size, std::sync::atomic::Ordering::Relaxed);
     }
     total
 }
+
+/// The largest object of the seeded source: what a Python or JavaScript
+/// streaming copier's memory must cover (docs/plugins.md).
+static LARGEST_OBJECT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// One seeding pass with `copier` into an empty destination.
 async fn pass(
@@ -342,7 +375,7 @@ async fn pass(
 async fn file_to_file(source_url: &str, dir: &std::path::Path) -> Vec<Run> {
     let open = |url: &str| DatabaseHandle::open(url).expect("a handle");
     let mut runs = Vec::new();
-    for (label, copier) in plugin_copiers() {
+    for (label, copier) in plugin_copiers().await {
         let dest = format!("file://{}/{}", dir.display(), label.replace(' ', "-"));
         let elapsed = pass(open(source_url), open(&dest), copier).await;
         runs.push(Run::once(label, elapsed));
@@ -496,7 +529,7 @@ async fn s3_to_s3(file_source: &str, endpoint: &str, dest_endpoint: &str) -> Vec
             "sleet-mirror",
         ))
     };
-    let mut copiers = plugin_copiers();
+    let mut copiers = plugin_copiers().await;
     copiers.push((
         "builtin".to_string(),
         Arc::new(BuiltinCopier::new(PARALLELISM)),

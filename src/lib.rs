@@ -44,6 +44,7 @@ pub mod ownership;
 pub mod placement;
 pub mod plugin;
 pub mod plugin_check;
+pub mod policy;
 pub mod probes;
 pub mod registry;
 pub mod response;

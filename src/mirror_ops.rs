@@ -5,14 +5,13 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{CopierKind, FleetConfig, MirrorTargetSettings, PluginLimits};
 use crate::copier::{CopierOptions, CopyProgress, for_target};
 use crate::database::DatabaseHandle;
 use crate::mirror::MirrorError;
 use crate::mirror::pass::{DeepCheck, MirrorPair};
 use crate::mirror::restore::{RestorePoint, restore};
 use crate::mirror::run::{PassGate, PassHooks, ended, skipped};
-use crate::mirror::target::{AppliedTarget, applied_targets};
+use crate::mirror::target::{AppliedTarget, applied_targets, target_limits};
 use crate::mirror::verify::{VerifyReport, verify_tracked};
 use crate::plugin::hook::{HookRunner, system_clock};
 use crate::registry::canonicalize_database_url;
@@ -48,15 +47,6 @@ pub async fn mirror_pair(
         deep_check: DeepCheck::always(),
         pin_source: true,
     })
-}
-
-/// The limits a target's copier runs under: its plugin's grants, or the
-/// defaults for built-in copiers (which ignore them).
-pub fn target_limits(fleet: &FleetConfig, settings: &MirrorTargetSettings) -> PluginLimits {
-    match &settings.copier {
-        CopierKind::Plugin(name) => fleet.plugin_limits(name, crate::plugin::PluginKind::Copier),
-        _ => FleetConfig::default().plugin_limits("", crate::plugin::PluginKind::Copier),
-    }
 }
 
 /// Whether a one-shot pass asks the database's mirror hooks first.

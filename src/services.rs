@@ -28,7 +28,6 @@ use crate::config::{
 use crate::database::{ADMIN_CALL_TIMEOUT, DatabaseError, DatabaseHandle};
 use crate::idle::watch::{VersionWatch, Watched};
 use crate::idle::{ServiceIdle, run_while_busy};
-use crate::mirror::run::MirrorSpec;
 use crate::outside_compactor::claim::ClaimWatch;
 use crate::outside_compactor::records::EpochRecords;
 use crate::outside_compactor::{self, Evidence, LookError, Sighting, Thresholds, Verdict};
@@ -49,11 +48,6 @@ pub enum ServiceError {
     /// Opening or reading the database itself failed.
     #[error(transparent)]
     Database(#[from] DatabaseError),
-    #[error(transparent)]
-    Mirror(Box<crate::mirror::MirrorError>),
-    /// A hook refused the run, or could not answer.
-    #[error("{0}")]
-    Hook(String),
     /// A compaction plugin the database names could not be set up.
     #[error("{0}")]
     Plugin(String),
@@ -86,12 +80,6 @@ pub fn describe_sighting(s: &Sighting) -> String {
     )
 }
 
-impl From<crate::mirror::MirrorError> for ServiceError {
-    fn from(e: crate::mirror::MirrorError) -> Self {
-        ServiceError::Mirror(Box::new(e))
-    }
-}
-
 impl ServiceError {
     /// Whether SlateDB stopped this run because a newer coordinator fenced
     /// it: the expected end of a brief double run, not a failure.
@@ -110,8 +98,7 @@ impl ServiceError {
 }
 
 /// The settings one service task runs with. Only these restart the task
-/// when they change, so editing a database's mirror target does not
-/// restart its compactor.
+/// when they change.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServiceSpec {
     Gc(GcSettings, ServiceIdle),
@@ -127,7 +114,6 @@ pub enum ServiceSpec {
         ServiceIdle,
         CompactionCodeSpec,
     ),
-    Mirror(MirrorSpec),
 }
 
 impl ServiceSpec {
@@ -156,7 +142,6 @@ impl ServiceSpec {
             ServiceSpec::Gc(..) => Service::Gc,
             ServiceSpec::Coordinator(..) => Service::CompactorCoordinator,
             ServiceSpec::Workers(..) => Service::CompactionWorkers,
-            ServiceSpec::Mirror(_) => Service::Mirror,
         }
     }
 }
@@ -243,12 +228,6 @@ pub async fn run_service(
             started();
             run_workers(db, w, code, outside, records, recorder, token).await
         }
-        // A mirror task needs its destination too: `mirror::run` runs it.
-        ServiceSpec::Mirror(_) => Err(DatabaseError::Unsupported {
-            url: db.url().to_string(),
-            reason: "mirror tasks run through mirror::run::run_mirror_task",
-        }
-        .into()),
     }
 }
 

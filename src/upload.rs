@@ -16,46 +16,9 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 
 /// Multipart parts in flight per object.
 const PARTS_IN_FLIGHT: usize = 8;
-/// Bytes per multipart part (S3's smallest part).
-pub const PART_SIZE: usize = 5 * 1024 * 1024;
+pub use crate::policy::PART_SIZE;
 
-/// How a streamed object is written: up to `multipart_threshold` bytes
-/// it is held and sent with one PUT, beyond that as a multipart upload.
-/// One PUT costs the destination one request and no reassembly, and holds
-/// the object in memory while it goes; a multipart upload holds only
-/// [`PARTS_IN_FLIGHT`] parts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StreamPolicy {
-    pub multipart_threshold: u64,
-}
-
-impl StreamPolicy {
-    /// The default threshold, in MiB: `cargo bench --bench mirror --
-    /// multipart` found one PUT faster at every size it tried (16 to 128
-    /// MiB); 64 MiB keeps SlateDB's default L0 SSTs in one PUT and bounds
-    /// what a target holds in memory (see docs/performance.md).
-    pub const DEFAULT_MULTIPART_THRESHOLD_MIB: u32 = 64;
-
-    pub fn with_threshold_mib(mib: u32) -> StreamPolicy {
-        StreamPolicy {
-            multipart_threshold: u64::from(mib) << 20,
-        }
-    }
-
-    /// The same policy with its threshold at most `bytes` (and at least
-    /// one part): for a writer whose memory is bounded by other means.
-    pub fn capped(self, bytes: u64) -> StreamPolicy {
-        StreamPolicy {
-            multipart_threshold: self.multipart_threshold.min(bytes).max(PART_SIZE as u64),
-        }
-    }
-}
-
-impl Default for StreamPolicy {
-    fn default() -> Self {
-        StreamPolicy::with_threshold_mib(StreamPolicy::DEFAULT_MULTIPART_THRESHOLD_MIB)
-    }
-}
+pub use crate::policy::StreamPolicy;
 
 /// One object being written under a [`StreamPolicy`].
 pub struct Upload {

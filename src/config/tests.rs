@@ -445,12 +445,12 @@ fn plugin_copiers_hooks_and_grants_parse_layer_and_flatten() {
     );
     let window = &fleet.database.resolve().hooks["window"];
     assert!(window.applies_to(Service::Mirror) && !window.applies_to(Service::Gc));
-    let limits = fleet.plugin_limits("throttle-copier", crate::plugin::PluginKind::Copier);
+    let limits = fleet.plugin_limits("throttle-copier", crate::policy::PluginKind::Copier);
     assert_eq!(limits.memory_bytes, 16 << 20);
     assert_eq!(limits.call_timeout, Duration::from_secs(30));
     assert_eq!(
         fleet
-            .plugin_limits("other", crate::plugin::PluginKind::Hook)
+            .plugin_limits("other", crate::policy::PluginKind::Hook)
             .call_timeout,
         Duration::from_secs(5),
         "hooks default to 5s"

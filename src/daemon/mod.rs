@@ -23,4 +23,4 @@ mod supervisor;
 
 pub use node::run_node;
 pub use options::{DEFAULT_SHUTDOWN_GRACE, DatabaseOpener, NodeOptions, RUNNABLE_SERVICES};
-pub use owned::{TaskKey, TaskSpec, owned_tasks};
+pub use owned::{TaskKey, TaskSpec, TaskWork, owned_tasks};

@@ -340,7 +340,7 @@ impl Node {
         self.next_instance += 1;
         let supervisor = Supervisor {
             key: key.clone(),
-            spec: spec.service.clone(),
+            work: spec.work.clone(),
             hooks: HookRunner {
                 hooks: spec.hooks.clone(),
                 plugins: self.plugins.clone(),

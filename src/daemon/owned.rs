@@ -14,12 +14,32 @@ use crate::root::{FleetView, NodeSighting};
 use crate::service::Service;
 use crate::services::ServiceSpec;
 
-/// A task's settings: its service's, and the hooks around its runs. A
+/// A task's settings: its work's, and the hooks around its runs. A
 /// change to either restarts the task.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskSpec {
-    pub service: ServiceSpec,
+    pub work: TaskWork,
     pub hooks: Vec<HookSpec>,
+}
+
+/// What a task runs: one of SlateDB's services, or one mirror target.
+/// The two sit side by side; only a task's own settings restart it, so
+/// editing a database's mirror target does not restart its compactor.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskWork {
+    Service(ServiceSpec),
+    Mirror(MirrorSpec),
+}
+
+impl TaskWork {
+    /// How long a task that stood down for an outside compactor waits
+    /// before it looks again (coordinator and workers only).
+    pub fn outside_recheck(&self) -> Option<std::time::Duration> {
+        match self {
+            TaskWork::Service(spec) => spec.outside_recheck(),
+            TaskWork::Mirror(_) => None,
+        }
+    }
 }
 
 /// One unit of work a node may own.
@@ -61,10 +81,10 @@ pub fn owned_tasks(
             if !assignment.owners.iter().any(|o| o == node_id) {
                 continue;
             }
-            if let Some(service) = task_spec(&assignment, url, &settings, view) {
+            if let Some(work) = task_spec(&assignment, url, &settings, view) {
                 let spec = TaskSpec {
                     hooks: crate::hooks::specs(assignment.service, &settings, &view.fleet),
-                    service,
+                    work,
                 };
                 let key = TaskKey {
                     database: url.clone(),
@@ -104,21 +124,22 @@ pub(super) fn task_spec(
     database: &str,
     settings: &DatabaseSettings,
     view: &FleetView,
-) -> Option<ServiceSpec> {
+) -> Option<TaskWork> {
+    let service = |spec| Some(TaskWork::Service(spec));
     match assignment.service {
-        Service::Gc => Some(ServiceSpec::Gc(
+        Service::Gc => service(ServiceSpec::Gc(
             settings.gc.clone(),
             settings
                 .idle
                 .for_gc(settings.gc.linger(), settings.gc.shortest_min_age()),
         )),
-        Service::CompactorCoordinator => Some(ServiceSpec::Coordinator(
+        Service::CompactorCoordinator => service(ServiceSpec::Coordinator(
             settings.coordinator.clone(),
             settings.outside_compactor,
             settings.idle.for_coordinator(settings.gc.manifest.min_age),
             compaction_code_spec(settings, &view.fleet),
         )),
-        Service::CompactionWorkers => Some(ServiceSpec::Workers(
+        Service::CompactionWorkers => service(ServiceSpec::Workers(
             settings.workers.clone(),
             settings.outside_compactor,
             settings.idle.for_workers(settings.gc.compactions.min_age),
@@ -129,11 +150,11 @@ pub(super) fn task_spec(
             let target = applied_targets(database, settings)
                 .into_iter()
                 .find(|t| t.name == name)?;
-            Some(ServiceSpec::Mirror(MirrorSpec {
+            Some(TaskWork::Mirror(MirrorSpec {
                 target: name.to_string(),
                 destination_registered: view.databases.contains_key(&target.destination),
                 destination: target.destination,
-                limits: crate::mirror_ops::target_limits(&view.fleet, target.settings),
+                limits: crate::mirror::target::target_limits(&view.fleet, target.settings),
                 settings: target.settings.clone(),
             }))
         }
@@ -265,7 +286,7 @@ mod tests {
         service: Service,
         target: Option<&str>,
         settings: &DatabaseSettings,
-    ) -> Option<ServiceSpec> {
+    ) -> Option<TaskWork> {
         let assignment = Assignment {
             service,
             target: target.map(str::to_string),

@@ -11,9 +11,11 @@ use tracing::{info, warn};
 
 use super::board::{Phase, TaskBoard};
 use super::options::DatabaseOpener;
-use super::owned::TaskKey;
+use super::owned::{TaskKey, TaskWork};
 use crate::compaction_code::CompactionCode;
+use crate::database::DatabaseError;
 use crate::metrics::{Metrics, ServiceLabels, SlateDbRecorder};
+use crate::mirror::MirrorError;
 use crate::mirror::run::{MirrorRuntime, PassHooks, run_mirror_task};
 use crate::outside_compactor::Sighting;
 use crate::outside_compactor::records::EpochRecords;
@@ -34,7 +36,7 @@ const STOP_GRACE: Duration = Duration::from_secs(20);
 /// exponential backoff.
 pub(super) struct Supervisor {
     pub(super) key: TaskKey,
-    pub(super) spec: ServiceSpec,
+    pub(super) work: TaskWork,
     pub(super) hooks: HookRunner,
     pub(super) instance: u64,
     pub(super) board: TaskBoard,
@@ -66,7 +68,7 @@ impl Supervisor {
                         _ = tokio::time::sleep(self.fenced_wait) => continue,
                     }
                 }
-                HookGate::Fail(reason) => Err(ServiceError::Hook(reason)),
+                HookGate::Fail(reason) => Err(TaskError::Hook(reason)),
                 HookGate::Go(context) => {
                     // A task that stood down stays shown as standing down
                     // while it looks again; `run_task` marks it running
@@ -96,13 +98,13 @@ impl Supervisor {
                     backoff = BACKOFF_START;
                     self.fenced_wait
                 }
-                Err(ref e @ ServiceError::OutsideCompactor { ref sighting, .. }) => {
-                    let sighting = Sighting::clone(sighting);
+                Err(ref e) if e.outside_compactor().is_some() => {
+                    let sighting = e.outside_compactor().cloned().expect("checked");
                     warn!(database = %self.key.database, service = %self.key.service, "{e}");
                     backoff = BACKOFF_START;
                     self.board
                         .set(&self.key, self.instance, Phase::StoodDown(sighting), None);
-                    self.spec.outside_recheck().unwrap_or(self.fenced_wait)
+                    self.work.outside_recheck().unwrap_or(self.fenced_wait)
                 }
                 Err(e) => {
                     if started.elapsed() >= HEALTHY_RUN {
@@ -183,7 +185,7 @@ impl Supervisor {
     /// One run of the service. Cancellation is passed to SlateDB, which
     /// stops cleanly; a run that does not stop within the grace period
     /// (a store that hangs during startup) is abandoned.
-    async fn run_once(&self, token: &CancellationToken) -> Result<(), ServiceError> {
+    async fn run_once(&self, token: &CancellationToken) -> Result<(), TaskError> {
         let run = self.run_task(token.clone());
         tokio::pin!(run);
         tokio::select! {
@@ -219,14 +221,14 @@ impl Supervisor {
             .map_err(|e| ServiceError::Plugin(e.to_string()))
     }
 
-    async fn run_task(&self, token: CancellationToken) -> Result<(), ServiceError> {
+    async fn run_task(&self, token: CancellationToken) -> Result<(), TaskError> {
         let source = (self.opener)(&self.key.database)?;
         let started = || {
             self.board
                 .set(&self.key, self.instance, Phase::Running, None)
         };
-        match &self.spec {
-            ServiceSpec::Mirror(spec) => {
+        match &self.work {
+            TaskWork::Mirror(spec) => {
                 let destination = (self.opener)(&spec.destination)?;
                 started();
                 let (board, key) = (self.board.clone(), self.key.clone());
@@ -239,14 +241,14 @@ impl Supervisor {
                         .await?,
                 )
             }
-            spec => {
+            TaskWork::Service(spec) => {
                 let recorder = Arc::new(SlateDbRecorder::new(
                     self.metrics.clone(),
                     &self.key.database,
                 ));
                 let code = self.compaction_code(spec)?;
                 let code = code.as_ref();
-                run_service(
+                Ok(run_service(
                     &source,
                     spec,
                     code,
@@ -255,7 +257,7 @@ impl Supervisor {
                     recorder,
                     token,
                 )
-                .await
+                .await?)
             }
         }
     }
@@ -268,9 +270,51 @@ enum HookGate {
     Fail(String),
 }
 
+/// Why one run of a task ended badly: its service's error or its
+/// mirror's, side by side, or its hooks'.
+#[derive(Debug, thiserror::Error)]
+enum TaskError {
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+    #[error(transparent)]
+    Mirror(Box<MirrorError>),
+    /// A hook refused the run, or could not answer.
+    #[error("{0}")]
+    Hook(String),
+}
+
+impl From<MirrorError> for TaskError {
+    fn from(e: MirrorError) -> Self {
+        TaskError::Mirror(Box::new(e))
+    }
+}
+
+impl From<DatabaseError> for TaskError {
+    fn from(e: DatabaseError) -> Self {
+        TaskError::Service(e.into())
+    }
+}
+
+impl TaskError {
+    /// Whether SlateDB stopped this run because a newer coordinator
+    /// fenced it: the expected end of a brief double run.
+    fn is_fenced(&self) -> bool {
+        matches!(self, TaskError::Service(e) if e.is_fenced())
+    }
+
+    /// The outside compactor the fleet stands down for, if that is why
+    /// the task stopped.
+    fn outside_compactor(&self) -> Option<&Sighting> {
+        match self {
+            TaskError::Service(e) => e.outside_compactor(),
+            _ => None,
+        }
+    }
+}
+
 /// How a run ended, for its hooks.
 fn run_outcome(
-    result: &Result<(), ServiceError>,
+    result: &Result<(), TaskError>,
     token: &CancellationToken,
     duration: Duration,
 ) -> RunOutcome {
@@ -299,8 +343,8 @@ mod tests {
     use crate::root::{FleetRoot, FleetView};
     use crate::service::Service;
 
-    /// The spec of a GC task with default settings.
-    fn gc_spec() -> ServiceSpec {
+    /// The work of a GC task with default settings.
+    fn gc_spec() -> TaskWork {
         let settings = FleetConfig::default().resolve_database(&DatabaseConfig::default());
         let assignment = Assignment {
             service: Service::Gc,
@@ -323,7 +367,7 @@ mod tests {
         let metrics = Arc::new(Metrics::default());
         let supervisor = Supervisor {
             key: key.clone(),
-            spec: gc_spec(),
+            work: gc_spec(),
             instance: 1,
             board: board.clone(),
             opener: Arc::new(move |_: &str| {

@@ -44,40 +44,7 @@ pub enum Look {
     Failed,
 }
 
-/// The thresholds (`[database.idle]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IdleSettings {
-    /// `false` runs the services all the time, as sleet 0.1.0 did.
-    pub enabled: bool,
-    /// The first look after a database goes idle, and after a failed look.
-    pub probe_min: Duration,
-    /// Looks at an idle database back off to this interval.
-    pub probe_max: Duration,
-    /// How long a busy database must stay quiet before its services stop.
-    pub sleep_after: Duration,
-    /// Looks of idle workers back off to this interval: a queued job waits
-    /// at most this long for them.
-    pub workers_probe: Duration,
-    /// Looks of an idle GC back off to this interval (capped at half the
-    /// shortest `min_age`, so garbage is still collected in time).
-    pub gc_probe: Duration,
-}
-
-impl Default for IdleSettings {
-    /// One idle database: the coordinator's look every 20 s (3 a minute),
-    /// the workers' every minute and GC's every 2 minutes, with a LIST in
-    /// place of every [`watch::LIST_EVERY`]th look: under 5 requests a minute.
-    fn default() -> Self {
-        IdleSettings {
-            enabled: true,
-            probe_min: Duration::from_secs(5),
-            probe_max: Duration::from_secs(20),
-            sleep_after: Duration::from_secs(120),
-            workers_probe: Duration::from_secs(60),
-            gc_probe: Duration::from_secs(120),
-        }
-    }
-}
+pub use crate::policy::IdleSettings;
 
 /// How one service of a database idles: the decision thresholds (with the
 /// service's own `probe_max` and `sleep_after`), and whether every look

@@ -4,8 +4,8 @@
 use slatedb::seq_tracker::FindOption;
 
 use super::MirrorError;
+use super::io::{list_dir, read_latest};
 use super::layout::{WAL_DIR, parse_wal_file};
-use super::pass::{list_dir, read_latest};
 use crate::database::DatabaseHandle;
 use crate::response::MirrorStatus;
 use crate::store::StoreRoot;

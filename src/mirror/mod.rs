@@ -1,6 +1,7 @@
 //! Mirroring databases into other object-store roots: byte-for-byte
 //! copies whose every committed manifest is a valid SlateDB database.
 
+pub mod io;
 pub mod lag;
 pub mod layout;
 pub mod pass;

@@ -19,27 +19,28 @@ use std::time::Duration;
 
 use chrono::Utc;
 use futures::{StreamExt, TryStreamExt};
-use object_store::{ObjectStoreExt, PutMode, PutOptions};
+
 use slatedb::VersionedManifest;
 use slatedb::config::CheckpointOptions;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::MirrorError;
+use super::io::{
+    CreateOutcome, HEAD_PARALLELISM, data_sizes, get_bytes, list_dir, missing_at,
+    put_create_or_match, read_latest, read_manifest,
+};
 use super::layout::{
     COMPACTED_DIR, ObjectFloor, kept_pins, live_pins, manifest_name, manifest_objects, pin_name,
     unsupported_source,
 };
 use super::proof::{Checked, check_copies};
-use super::verify::data_sizes;
 use crate::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
 use crate::database::DatabaseHandle;
 use crate::store::StoreRoot;
 
 /// Attempts before a pass that keeps losing races with the source gives up.
 const MAX_ATTEMPTS: usize = 5;
-/// Concurrent HEADs when probing a destination.
-pub const HEAD_PARALLELISM: usize = 16;
 
 /// A (source, destination) pair and how to copy between them.
 #[derive(Debug, Clone)]
@@ -693,132 +694,6 @@ pub fn check_source(url: &str, manifest: &VersionedManifest) -> Result<(), Mirro
         }),
         None => Ok(()),
     }
-}
-
-pub(crate) async fn read_latest(
-    db: &DatabaseHandle,
-) -> Result<Option<VersionedManifest>, MirrorError> {
-    Ok(db
-        .bounded(
-            "reading the latest manifest",
-            db.admin().read_manifest(None),
-        )
-        .await?)
-}
-
-pub(crate) async fn read_manifest(
-    db: &DatabaseHandle,
-    id: u64,
-) -> Result<Option<VersionedManifest>, MirrorError> {
-    Ok(db
-        .bounded("reading a manifest", db.admin().read_manifest(Some(id)))
-        .await?)
-}
-
-fn store_error(action: &str, root: &StoreRoot, name: &str, e: object_store::Error) -> MirrorError {
-    MirrorError::Store {
-        action: action.to_string(),
-        location: format!("{}/{name}", root.url),
-        message: e.to_string(),
-    }
-}
-
-/// An object's bytes, or `None` when it does not exist.
-pub(crate) async fn get_bytes(
-    root: &StoreRoot,
-    name: &str,
-) -> Result<Option<bytes::Bytes>, MirrorError> {
-    let fetched = async { root.store.get(&root.path(name)).await?.bytes().await };
-    match fetched.await {
-        Ok(body) => Ok(Some(body)),
-        Err(object_store::Error::NotFound { .. }) => Ok(None),
-        Err(e) => Err(store_error("read", root, name, e)),
-    }
-}
-
-/// Writes `body` only if `name` does not exist; false when it does.
-pub(crate) async fn put_create_new(
-    root: &StoreRoot,
-    name: &str,
-    body: bytes::Bytes,
-) -> Result<bool, MirrorError> {
-    let options = PutOptions {
-        mode: PutMode::Create,
-        ..PutOptions::default()
-    };
-    match root
-        .store
-        .put_opts(&root.path(name), body.into(), options)
-        .await
-    {
-        Ok(_) => Ok(true),
-        Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
-        Err(e) => Err(store_error("write", root, name, e)),
-    }
-}
-
-/// What a create-only write of a manifest found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CreateOutcome {
-    Written,
-    /// The same bytes were there already (a racing twin, or an earlier
-    /// pass that kept it as checkpoint support): nothing new committed.
-    AlreadyThere,
-    /// Other bytes under that name: the destination diverged.
-    Differs,
-}
-
-/// Writes `body` only if `name` does not exist.
-pub(crate) async fn put_create_or_match(
-    root: &StoreRoot,
-    name: &str,
-    body: bytes::Bytes,
-) -> Result<CreateOutcome, MirrorError> {
-    if put_create_new(root, name, body.clone()).await? {
-        return Ok(CreateOutcome::Written);
-    }
-    Ok(
-        if get_bytes(root, name).await?.as_deref() == Some(&body[..]) {
-            CreateOutcome::AlreadyThere
-        } else {
-            CreateOutcome::Differs
-        },
-    )
-}
-
-/// The objects under `dir/` of a root by root-relative name (empty when
-/// the directory is missing).
-pub(crate) async fn list_dir(
-    root: &StoreRoot,
-    dir: &str,
-) -> Result<BTreeMap<String, object_store::ObjectMeta>, MirrorError> {
-    let prefix = root.path(dir);
-    let mut objects = BTreeMap::new();
-    let mut listing = root.store.list(Some(&prefix));
-    while let Some(meta) = listing.next().await {
-        let meta = meta.map_err(|e| store_error("list", root, dir, e))?;
-        objects.insert(root.relative(&meta.location).to_string(), meta);
-    }
-    Ok(objects)
-}
-
-/// Which of `names` the root lacks, by concurrent HEADs, in input order.
-pub(crate) async fn missing_at(
-    root: &StoreRoot,
-    names: Vec<String>,
-) -> Result<Vec<String>, MirrorError> {
-    let probes = futures::stream::iter(names)
-        .map(|name: String| async move {
-            match root.store.head(&root.path(&name)).await {
-                Ok(_) => Ok(None),
-                Err(object_store::Error::NotFound { .. }) => Ok(Some(name)),
-                Err(e) => Err(store_error("probe", root, &name, e)),
-            }
-        })
-        .buffered(HEAD_PARALLELISM)
-        .collect::<Vec<_>>()
-        .await;
-    probes.into_iter().filter_map(Result::transpose).collect()
 }
 
 /// The first of `names` the source no longer has, after a copier failed

@@ -23,8 +23,8 @@ use chrono::{DateTime, Utc};
 use slatedb::VersionedManifest;
 
 use super::MirrorError;
+use super::io::read_manifest;
 use super::layout::live_pins;
-use super::pass::read_manifest;
 use crate::database::DatabaseHandle;
 
 /// Whether `id`, whose live checkpoints pin `pins`, is a restore point of

@@ -19,11 +19,12 @@ use object_store::ObjectStoreExt;
 use slatedb::VersionedManifest;
 
 use super::MirrorError;
+use super::io::{list_dir, read_latest, read_manifest};
 use super::layout::{
     COMPACTED_DIR, MANIFEST_DIR, WAL_DIR, kept_pins, manifest_name, manifest_objects,
     parse_manifest_file, parse_wal_file, pin_name,
 };
-use super::pass::{MirrorPair, list_dir, read_latest, read_manifest};
+use super::pass::MirrorPair;
 use super::points::newest_restore_point;
 use crate::store::StoreRoot;
 

@@ -10,10 +10,10 @@ use slatedb::seq_tracker::FindOption;
 use tokio_util::sync::CancellationToken;
 
 use super::MirrorError;
+use super::io::{data_sizes, get_bytes, list_dir, read_manifest};
 use super::layout::{MANIFEST_DIR, live_pins, manifest_name, parse_manifest_file};
-use super::pass::{get_bytes, list_dir, read_manifest};
 use super::points::newest_restore_point;
-use super::verify::{Needed, add_needs, closure_problems, data_sizes};
+use super::verify::{Needed, add_needs, closure_problems};
 use crate::copier::builtin::BuiltinCopier;
 use crate::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
 use crate::database::DatabaseHandle;
@@ -266,7 +266,7 @@ async fn commit_new(
             location: format!("{}/{name}", backup.url),
             message: "vanished during the restore".into(),
         })?;
-    if !super::pass::put_create_new(destination, &name, body).await? {
+    if !super::io::put_create_new(destination, &name, body).await? {
         return Err(MirrorError::Store {
             action: "write".into(),
             location: format!("{}/{name}", destination.url),

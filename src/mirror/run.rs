@@ -8,8 +8,9 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::MirrorError;
+use super::io::list_dir;
 use super::layout::{MANIFEST_DIR, parse_manifest_file};
-use super::pass::{MirrorPair, list_dir};
+use super::pass::MirrorPair;
 use super::tail::Tail;
 use crate::config::{MirrorMode, MirrorTargetSettings};
 use crate::copier::CopierOptions;

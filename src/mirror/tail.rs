@@ -7,8 +7,8 @@
 //! next id is one GET, and an idle tail costs exactly that.
 
 use super::MirrorError;
+use super::io::{get_bytes, list_dir};
 use super::layout::{WAL_DIR, parse_wal_file, wal_name};
-use super::pass::{get_bytes, list_dir};
 use crate::store::StoreRoot;
 use object_store::ObjectStoreExt;
 

@@ -1,6 +1,8 @@
 //! Which mirror targets apply to a database, and where each one copies it.
 
-use crate::config::{DatabaseSettings, MirrorTargetSettings};
+use crate::config::{
+    CopierKind, DatabaseSettings, FleetConfig, MirrorTargetSettings, PluginLimits,
+};
 use crate::registry::canonicalize_url;
 
 /// A target that applies to one database.
@@ -10,6 +12,15 @@ pub struct AppliedTarget<'a> {
     /// The canonical destination root for this database.
     pub destination: String,
     pub settings: &'a MirrorTargetSettings,
+}
+
+/// The limits a target's copier runs under: its plugin's grants, or the
+/// defaults for built-in copiers (which ignore them).
+pub fn target_limits(fleet: &FleetConfig, settings: &MirrorTargetSettings) -> PluginLimits {
+    match &settings.copier {
+        CopierKind::Plugin(name) => fleet.plugin_limits(name, crate::policy::PluginKind::Copier),
+        _ => FleetConfig::default().plugin_limits("", crate::policy::PluginKind::Copier),
+    }
 }
 
 /// The enabled targets that apply to `database` (a canonical URL), by name.

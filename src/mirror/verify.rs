@@ -10,15 +10,11 @@ use chrono::Utc;
 use slatedb::VersionedManifest;
 
 use super::MirrorError;
-use super::layout::{
-    COMPACTED_DIR, MANIFEST_DIR, ObjectFloor, WAL_DIR, live_pins, manifest_objects,
-    parse_manifest_file,
-};
-use super::pass::{list_dir, read_manifest};
+use super::io::{data_sizes, list_sizes, read_manifest};
+use super::layout::{MANIFEST_DIR, ObjectFloor, live_pins, manifest_objects, parse_manifest_file};
 use super::points::restore_points;
 use crate::copier::CopyProgress;
 use crate::database::DatabaseHandle;
-use crate::store::StoreRoot;
 
 /// What verify found; `problems` empty means the destination is sound.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
@@ -154,20 +150,4 @@ pub fn closure_problems(needed: &Needed, sizes: &BTreeMap<String, u64>) -> Vec<S
         }
     }
     problems
-}
-
-/// Sizes of every data object (`compacted/`, `wal/`) under a root.
-pub async fn data_sizes(root: &StoreRoot) -> Result<BTreeMap<String, u64>, MirrorError> {
-    let mut sizes = list_sizes(root, COMPACTED_DIR).await?;
-    sizes.extend(list_sizes(root, WAL_DIR).await?);
-    Ok(sizes)
-}
-
-/// Names under `dir/` with their sizes.
-async fn list_sizes(root: &StoreRoot, dir: &str) -> Result<BTreeMap<String, u64>, MirrorError> {
-    Ok(list_dir(root, dir)
-        .await?
-        .into_iter()
-        .map(|(name, meta)| (name, meta.size))
-        .collect())
 }

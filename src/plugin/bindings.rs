@@ -10,9 +10,9 @@ pub mod copier_world {
         imports: { default: async | trappable },
         exports: { default: async },
         with: {
-            "sleet:plugin/blob-store.store": crate::plugin::host::StoreHandle,
-            "sleet:plugin/blob-store.reader": crate::plugin::host::ReaderHandle,
-            "sleet:plugin/blob-store.writer": crate::plugin::host::WriterHandle,
+            "sleet:plugin/blob-store.store": crate::plugin::handles::StoreHandle,
+            "sleet:plugin/blob-store.reader": crate::plugin::handles::ReaderHandle,
+            "sleet:plugin/blob-store.writer": crate::plugin::handles::WriterHandle,
         },
     });
 }

@@ -15,6 +15,7 @@ pub mod budget;
 pub mod cache;
 pub mod compaction;
 pub mod copier;
+mod handles;
 pub mod hook;
 mod host;
 pub mod producers;
@@ -42,35 +43,7 @@ pub const COMPACTION_WIT_PACKAGE: &str = "sleet:compaction@0.1.0";
 const MERGE_EXPORT: &str = "sleet:compaction/merge-operator@0.1";
 const FILTER_EXPORT: &str = "sleet:compaction/compaction-filter@0.1";
 
-/// What a plugin is, from the interface it exports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum PluginKind {
-    Copier,
-    Hook,
-    MergeOperator,
-    CompactionFilter,
-}
-
-impl std::fmt::Display for PluginKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            PluginKind::Copier => "copier",
-            PluginKind::Hook => "hook",
-            PluginKind::MergeOperator => "merge-operator",
-            PluginKind::CompactionFilter => "compaction-filter",
-        })
-    }
-}
-
-/// What a node enforces on each call into one plugin: plain values the
-/// config layer resolves, so the sandbox knows nothing of config files.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PluginLimits {
-    pub sha256: Option<String>,
-    pub memory_bytes: u64,
-    pub call_timeout: std::time::Duration,
-}
+pub use crate::policy::{PluginKind, PluginLimits};
 
 /// A loaded plugin as the fleet sees it (heartbeats, `sleet plugin list`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

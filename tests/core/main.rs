@@ -2,6 +2,7 @@
 //!
 //! One test binary (modules below) so the heavy dependency tree links once.
 
+mod architecture;
 mod cli;
 mod common;
 mod corpus;
