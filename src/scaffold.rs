@@ -250,7 +250,11 @@ fn readme(lang: Lang, kind: PluginKind, name: &str, build: &[String], output: &P
     let install = match lang {
         Lang::Rust => "rustup target add wasm32-wasip2",
         Lang::Python => "pip install componentize-py==0.25.1",
-        Lang::Js => "npm install -g @bytecodealliance/componentize-js@0.23.0",
+        // componentize-js imports preview2-shim without depending on it.
+        Lang::Js => {
+            "npm install -g @bytecodealliance/componentize-js@0.23.0 \
+             @bytecodealliance/preview2-shim@0.25.0"
+        }
     };
     format!(
         "# {name}\n\n\
