@@ -93,32 +93,33 @@ pub async fn sync_once(
             },
         })?;
     let pair = mirror_pair(&database, target, &view, copiers, progress).await?;
-    let runner = HookRunner {
-        hooks: match hooks {
-            Hooks::Ask => crate::hooks::specs(Service::Mirror, &settings, &view.fleet),
-            Hooks::Bypass => Vec::new(),
+    let hooks = PassHooks {
+        runner: HookRunner {
+            hooks: match hooks {
+                Hooks::Ask => crate::hooks::specs(Service::Mirror, &settings, &view.fleet),
+                Hooks::Bypass => Vec::new(),
+            },
+            plugins: copiers.plugins.clone(),
+            node_id: copiers.node_id.clone(),
+            clock: system_clock(),
         },
-        plugins: copiers.plugins.clone(),
-        node_id: copiers.node_id.clone(),
-        clock: system_clock(),
-    };
-    let gate = PassHooks {
-        runner: runner.clone(),
         report_skip: Arc::new(|_| {}),
     };
-    let context = match gate.before(&pair).await? {
+    // As a node's pass, but the post-task calls finish before the
+    // command exits.
+    let context = match hooks.before(&pair).await? {
         PassGate::Go(context) => context,
         PassGate::Defer { reason, context } => {
-            runner.after_waiting(context, skipped(reason.clone())).await;
+            let told = skipped(reason.clone());
+            hooks.runner.after_waiting(context, told).await;
             return Err(Error::PassDeferred(reason));
         }
     };
     let started = tokio::time::Instant::now();
     let pass = pair.sync_pass(cancel).await;
     if let Some(context) = context {
-        runner
-            .after_waiting(context, ended(&pass, started.elapsed()))
-            .await;
+        let told = ended(&pass, started.elapsed());
+        hooks.runner.after_waiting(context, told).await;
     }
     let pass = pass?;
     let pruned = match target.settings.retention_keep {

@@ -12,7 +12,7 @@ use crate::config::{CopierKind, FleetConfig, PluginLimits};
 use crate::plugin::{Loaded, PluginKind, PluginRuntime, PluginSet, check_pin};
 
 /// One plugin file, as `list` and `check` report it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PluginReport {
     pub name: String,
     /// `copier`, `hook`, `merge-operator` or `compaction-filter`, when
@@ -56,35 +56,29 @@ impl PluginReport {
     fn named(name: &str) -> PluginReport {
         PluginReport {
             name: name.to_string(),
-            kind: None,
-            sha256: None,
-            describes_as: None,
-            used_by: Vec::new(),
-            toolchain: None,
-            size_bytes: None,
-            load_ms: None,
-            peak_memory_bytes: None,
-            memory_mib: None,
-            warnings: Vec::new(),
-            problems: Vec::new(),
+            ..PluginReport::default()
         }
     }
 
-    /// Notes a test call's peak against its budget; warns when the call
-    /// alone came near it, since real calls hold more than `configure`.
+    /// Notes a test call's peak against its budget (the same for every use
+    /// of one plugin: `[plugins.<name>]`).
     fn measured(&mut self, peak: u64, limits: &PluginLimits) {
-        let peak = self.peak_memory_bytes.unwrap_or(0).max(peak);
-        self.peak_memory_bytes = Some(peak);
+        self.peak_memory_bytes = Some(self.peak_memory_bytes.unwrap_or(0).max(peak));
         self.memory_mib = Some(limits.memory_bytes >> 20);
-        self.warnings
-            .retain(|w| !w.contains("of its memory budget"));
-        if peak.saturating_mul(4) >= limits.memory_bytes.saturating_mul(3) {
+    }
+
+    /// Warns when a test call alone came near the budget, since real calls
+    /// hold more than `configure` does.
+    fn warn_near_budget(&mut self) {
+        let (Some(peak), Some(budget_mib)) = (self.peak_memory_bytes, self.memory_mib) else {
+            return;
+        };
+        if peak.saturating_mul(4) >= (budget_mib << 20).saturating_mul(3) {
             self.warnings.push(format!(
-                "plugin {} held {} MiB of its memory budget of {} MiB in a test call alone; \
-                 real calls hold more: raise [plugins.{}] memory_mib",
+                "plugin {} held {} MiB of its memory budget of {budget_mib} MiB in a test call \
+                 alone; real calls hold more: raise [plugins.{}] memory_mib",
                 self.name,
                 peak.div_ceil(1 << 20),
-                limits.memory_bytes >> 20,
                 self.name
             ));
         }
@@ -97,7 +91,7 @@ impl PluginReport {
             Some(what) => format!("{what}: {error}"),
             None => error.to_string(),
         };
-        if problem.contains("memory budget exceeded") {
+        if problem.contains(crate::plugin::budget::EXCEEDED) {
             problem += &format!(
                 " (give it more with [plugins.{}] memory_mib in sleet.toml)",
                 self.name
@@ -198,7 +192,8 @@ pub async fn check(
         let mine: Vec<&Usage> = usages.iter().filter(|u| &u.plugin == name).collect();
         let mut report = report(name, loaded, &mine).await;
         if let Some(load) = set.load_report(name) {
-            report.toolchain = load.toolchain.clone();
+            let bytes = std::fs::read(&load.path).unwrap_or_default();
+            report.toolchain = crate::plugin::producers::toolchain(&bytes);
             report.size_bytes = Some(load.bytes);
             report.load_ms = Some(load.took.as_millis() as u64);
         }
@@ -288,5 +283,6 @@ async fn report(name: &str, loaded: &Loaded, usages: &[&Usage]) -> PluginReport 
             Err(e) => report.failed(Some(&usage.what), e),
         }
     }
+    report.warn_near_budget();
     report
 }

@@ -79,43 +79,28 @@ fn world(kind: PluginKind) -> (&'static str, &'static str) {
 /// (replaced by the new name everywhere in the source) and its source.
 fn example(lang: Lang, kind: PluginKind) -> (&'static str, &'static str) {
     use PluginKind::*;
-    macro_rules! rust {
-        ($name:literal) => {
+    // One example: its name, and its source file under `plugins/<dir>`.
+    macro_rules! example {
+        ($dir:literal, $name:literal, $file:literal) => {
             (
                 $name,
-                include_str!(concat!("../plugins/", $name, "/src/lib.rs")),
-            )
-        };
-    }
-    macro_rules! python {
-        ($name:literal) => {
-            (
-                $name,
-                include_str!(concat!("../plugins/python/", $name, "/app.py")),
-            )
-        };
-    }
-    macro_rules! js {
-        ($name:literal) => {
-            (
-                $name,
-                include_str!(concat!("../plugins/js/", $name, "/app.js")),
+                include_str!(concat!("../plugins/", $dir, $name, "/", $file)),
             )
         };
     }
     match (lang, kind) {
-        (Lang::Rust, Copier) => rust!("copy-copier"),
-        (Lang::Rust, Hook) => rust!("maintenance-window"),
-        (Lang::Rust, MergeOperator) => rust!("counter-merge"),
-        (Lang::Rust, CompactionFilter) => rust!("ttl-filter"),
-        (Lang::Python, Copier) => python!("py-copy-copier"),
-        (Lang::Python, Hook) => python!("py-window-hook"),
-        (Lang::Python, MergeOperator) => python!("py-counter-merge"),
-        (Lang::Python, CompactionFilter) => python!("py-ttl-filter"),
-        (Lang::Js, Copier) => js!("js-copy-copier"),
-        (Lang::Js, Hook) => js!("js-window-hook"),
-        (Lang::Js, MergeOperator) => js!("js-counter-merge"),
-        (Lang::Js, CompactionFilter) => js!("js-ttl-filter"),
+        (Lang::Rust, Copier) => example!("", "copy-copier", "src/lib.rs"),
+        (Lang::Rust, Hook) => example!("", "maintenance-window", "src/lib.rs"),
+        (Lang::Rust, MergeOperator) => example!("", "counter-merge", "src/lib.rs"),
+        (Lang::Rust, CompactionFilter) => example!("", "ttl-filter", "src/lib.rs"),
+        (Lang::Python, Copier) => example!("python/", "py-copy-copier", "app.py"),
+        (Lang::Python, Hook) => example!("python/", "py-window-hook", "app.py"),
+        (Lang::Python, MergeOperator) => example!("python/", "py-counter-merge", "app.py"),
+        (Lang::Python, CompactionFilter) => example!("python/", "py-ttl-filter", "app.py"),
+        (Lang::Js, Copier) => example!("js/", "js-copy-copier", "app.js"),
+        (Lang::Js, Hook) => example!("js/", "js-window-hook", "app.js"),
+        (Lang::Js, MergeOperator) => example!("js/", "js-counter-merge", "app.js"),
+        (Lang::Js, CompactionFilter) => example!("js/", "js-ttl-filter", "app.js"),
     }
 }
 

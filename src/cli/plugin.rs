@@ -51,62 +51,73 @@ pub enum PluginCommand {
     },
 }
 
-/// `sleet plugin wit` and `sleet plugin new`: files on disk, no runtime.
-fn write_plugin_files(command: PluginCommand) -> Result<(), Error> {
-    use crate::scaffold;
-    let failed = |e: scaffold::ScaffoldError| Error::CliUsage(e.to_string());
+pub(super) async fn run(command: PluginCommand) -> Result<(), Error> {
     match command {
+        PluginCommand::List {
+            plugin_dirs,
+            format,
+        } => check(plugin_dirs, None, format, false).await,
+        PluginCommand::Check {
+            plugin_dirs,
+            config,
+            format,
+        } => check(plugin_dirs, config, format, true).await,
         PluginCommand::Wit { dir } => {
-            for path in scaffold::write_wit(&dir).map_err(failed)? {
+            let written = crate::scaffold::write_wit(&dir).map_err(scaffold_error)?;
+            for path in written {
                 println!("wrote {}", path.display());
             }
+            Ok(())
         }
         PluginCommand::New {
             lang,
             kind,
             name,
             dir,
-        } => {
-            let kind = match kind.as_str() {
-                "copier" => PluginKind::Copier,
-                "hook" => PluginKind::Hook,
-                "merge-operator" => PluginKind::MergeOperator,
-                _ => PluginKind::CompactionFilter,
-            };
-            let project = scaffold::project(lang, kind, &name).map_err(failed)?;
-            let at = dir.join(&name);
-            scaffold::write(&at, &project).map_err(failed)?;
-            println!(
-                "wrote a {lang} {kind} plugin in {}; build it there with:\n  {}\nwhich writes {}",
-                at.display(),
-                project.build.join(" "),
-                project.output.display()
-            );
-        }
-        _ => unreachable!("only wit and new write files"),
+        } => new_project(lang, &kind, &name, &dir),
     }
+}
+
+fn scaffold_error(e: crate::scaffold::ScaffoldError) -> Error {
+    Error::CliUsage(e.to_string())
+}
+
+/// `sleet plugin new`: writes the project and says how to build it.
+fn new_project(
+    lang: crate::scaffold::Lang,
+    kind: &str,
+    name: &str,
+    dir: &std::path::Path,
+) -> Result<(), Error> {
+    let kinds = [
+        PluginKind::Copier,
+        PluginKind::Hook,
+        PluginKind::MergeOperator,
+        PluginKind::CompactionFilter,
+    ];
+    let kind = kinds
+        .into_iter()
+        .find(|k| k.to_string() == kind)
+        .expect("clap accepts only the kinds it lists");
+    let project = crate::scaffold::project(lang, kind, name).map_err(scaffold_error)?;
+    let at = dir.join(name);
+    crate::scaffold::write(&at, &project).map_err(scaffold_error)?;
+    println!(
+        "wrote a {lang} {kind} plugin in {}; build it there with:\n  {}\nwhich writes {}",
+        at.display(),
+        project.build.join(" "),
+        project.output.display()
+    );
     Ok(())
 }
 
-pub(super) async fn run(command: PluginCommand) -> Result<(), Error> {
-    if matches!(
-        command,
-        PluginCommand::Wit { .. } | PluginCommand::New { .. }
-    ) {
-        return write_plugin_files(command);
-    }
-    let (dirs, config, format, strict) = match command {
-        PluginCommand::List {
-            plugin_dirs,
-            format,
-        } => (plugin_dirs, None, format, false),
-        PluginCommand::Check {
-            plugin_dirs,
-            config,
-            format,
-        } => (plugin_dirs, config, format, true),
-        PluginCommand::Wit { .. } | PluginCommand::New { .. } => unreachable!("handled above"),
-    };
+/// `sleet plugin list` (`strict` false) and `sleet plugin check`.
+async fn check(
+    dirs: Vec<std::path::PathBuf>,
+    config: Option<std::path::PathBuf>,
+    format: Format,
+    strict: bool,
+) -> Result<(), Error> {
     let fleet =
         match &config {
             Some(path) => Some(

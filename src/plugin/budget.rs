@@ -23,6 +23,9 @@ pub const MAX_TABLES: usize = 64;
 /// element, for funcref and externref tables alike.
 pub const TABLE_ELEMENT_BYTES: u64 = 8;
 
+/// How a trap for a spent budget starts, for whoever explains it.
+pub const EXCEEDED: &str = "memory budget exceeded";
+
 /// A [`ResourceLimiter`] that charges every memory and table of a store
 /// against one byte budget, and remembers the most it ever held.
 #[derive(Debug)]
@@ -65,8 +68,8 @@ impl Budget {
         let wanted = self.used.saturating_add(extra);
         if wanted > self.limit {
             wasmtime::bail!(
-                "memory budget exceeded: growing a {what} would make the instance hold {} MiB \
-                 of memories and tables, over its memory_mib of {} MiB",
+                "{EXCEEDED}: growing a {what} would make the instance hold {} MiB of memories \
+                 and tables, over its memory_mib of {} MiB",
                 wanted.div_ceil(1 << 20),
                 self.limit >> 20
             );

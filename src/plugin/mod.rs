@@ -205,8 +205,10 @@ pub struct LoadReport {
     pub took: Duration,
     /// The `.wasm` file's size.
     pub bytes: u64,
-    /// Languages and tools, from the component's `producers` sections.
-    pub toolchain: Option<String>,
+    /// The file it loaded: `sleet plugin check` reads who made it from
+    /// there, so a node's start-up (often from the compile cache) does
+    /// not walk a whole component for a fact only the check shows.
+    pub path: PathBuf,
 }
 
 /// The plugins a node loaded from its plugin dirs, and what went wrong.
@@ -421,7 +423,7 @@ pub fn load_file(
     let report = LoadReport {
         took: started.elapsed(),
         bytes: bytes.len() as u64,
-        toolchain: producers::toolchain(&bytes),
+        path: path.to_path_buf(),
     };
     Ok((loaded, report))
 }
