@@ -57,6 +57,8 @@ pub enum Error {
     Plugins(String),
     #[error("plugin check found {problems} problems")]
     PluginCheckFailed { problems: usize },
+    #[error("{store} is not safe for a sleet fleet: {failed} needed properties failed")]
+    UnsafeStore { store: String, failed: usize },
     #[error("{failed} of {total} config files have problems")]
     ConfigCheckFailed { failed: usize, total: usize },
 }

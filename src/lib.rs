@@ -55,6 +55,7 @@ pub mod service;
 pub mod services;
 pub mod status;
 pub mod store;
+pub mod store_check;
 #[doc(hidden)]
 pub mod testing;
 pub mod upload;

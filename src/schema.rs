@@ -24,6 +24,7 @@ pub enum CliResponse {
     MirrorRestore(MirrorRestoreResponse),
     MirrorVerify(VerifyReport),
     PluginCheck(crate::plugin_check::PluginCheckResponse),
+    StoreCheck(crate::store_check::StoreReport),
 }
 
 /// A schema file: its name under `schema/` and its pretty JSON text.

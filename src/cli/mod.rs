@@ -13,9 +13,11 @@ use tokio_util::sync::CancellationToken;
 
 mod mirror;
 mod plugin;
+mod store;
 
 pub use mirror::MirrorCommand;
 pub use plugin::PluginCommand;
+pub use store::StoreCommand;
 
 use crate::daemon::RUNNABLE_SERVICES;
 use crate::service::{Service, first_duplicate};
@@ -128,6 +130,9 @@ pub enum Command {
     /// WebAssembly plugins: list a plugin dir, or check it against a config
     #[command(subcommand)]
     Plugin(PluginCommand),
+    /// Object stores: prove one has the atomic conditional writes a fleet needs
+    #[command(subcommand)]
+    Store(StoreCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -242,6 +247,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Mirror(command) => mirror::run(command).await?,
         Command::Plugin(command) => plugin::run(command).await?,
+        Command::Store(command) => store::run(command).await?,
         Command::Config(ConfigCommand::Check { files, fleet }) => {
             let report = config_check::check_files(&files, fleet.as_deref());
             print!("{}", report.render());

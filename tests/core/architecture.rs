@@ -24,7 +24,16 @@ const LAYERS: &[(&str, &[&str])] = &[
             "response",
         ],
     ),
-    ("store", &["store", "bucket_copy", "upload", "object_copy"]),
+    (
+        "store",
+        &[
+            "store",
+            "store_check",
+            "bucket_copy",
+            "upload",
+            "object_copy",
+        ],
+    ),
     ("config", &["config"]),
     ("fleet state", &["database", "root"]),
     ("plugin wing", &["plugin"]),

@@ -16,6 +16,7 @@ mod observability;
 mod outside;
 mod proxy;
 mod s3_chaos;
+mod stores;
 mod system;
 mod takeover;
 #[path = "../mirror/wasm.rs"]

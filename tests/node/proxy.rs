@@ -13,7 +13,10 @@
 //! - a refused server-side copy (403 AccessDenied for `x-amz-copy-source`),
 //!   as from a bucket in another account, or a shed one (503 SlowDown);
 //! - an Azure copy's state restated (in front of Azurite, which copies at
-//!   once): pending in the copy's reply, or failed in every reply.
+//!   once): pending in the copy's reply, or failed in every reply;
+//! - a store that is wrong about conditional writes: one that looks the
+//!   condition up and then writes unconditionally (not atomic, as some
+//!   S3-compatible servers are), or one whose ETags lose their quotes.
 //!
 //! Draws come from a seeded generator, so a seed replays the same faults
 //! for the same sequence of requests.
@@ -52,6 +55,11 @@ pub struct ProxyFaults {
     pending_copies: AtomicU64,
     /// Report every copy state in Azure blob properties as failed.
     failed_copies: AtomicBool,
+    /// Turn every conditional PUT into a HEAD, a pause, and an
+    /// unconditional PUT.
+    look_then_write: AtomicBool,
+    /// Strip the quotes from every ETag header in replies.
+    unquote_etags: AtomicBool,
     pub counts: FaultCounts,
 }
 
@@ -104,6 +112,8 @@ impl ProxyFaults {
             shed_copies: AtomicBool::new(false),
             pending_copies: AtomicU64::new(0),
             failed_copies: AtomicBool::new(false),
+            look_then_write: AtomicBool::new(false),
+            unquote_etags: AtomicBool::new(false),
             counts: FaultCounts::default(),
         }
     }
@@ -141,6 +151,18 @@ impl ProxyFaults {
     #[allow(dead_code)]
     pub fn failed_copies(&self, failed: bool) {
         self.failed_copies.store(failed, Ordering::Relaxed);
+    }
+
+    /// Only the store-check tests break conditional writes.
+    #[allow(dead_code)]
+    pub fn look_then_write(&self, on: bool) {
+        self.look_then_write.store(on, Ordering::Relaxed);
+    }
+
+    /// Only the store-check tests unquote ETags.
+    #[allow(dead_code)]
+    pub fn unquote_etags(&self, on: bool) {
+        self.unquote_etags.store(on, Ordering::Relaxed);
     }
 
     pub fn cut_off(&self, cut: bool) {
@@ -277,6 +299,13 @@ impl Forward {
             return Ok(slow_down());
         }
         tokio::time::sleep(self.faults.latency()).await;
+        if self.faults.look_then_write.load(Ordering::Relaxed)
+            && request.method() == hyper::Method::PUT
+            && (request.headers().contains_key("if-match")
+                || request.headers().contains_key("if-none-match"))
+        {
+            return self.look_then_write(request).await;
+        }
         match self.faults.fate() {
             Fate::Error => {
                 counts.errors.fetch_add(1, Ordering::Relaxed);
@@ -294,6 +323,51 @@ impl Forward {
                     None => Err(Dropped("the store did not answer")),
                 }
             }
+        }
+    }
+
+    /// A conditional PUT made the wrong way: the condition is checked
+    /// with a HEAD, and after a pause (any server's gap between the two,
+    /// widened) the PUT goes on without it.
+    async fn look_then_write(
+        &self,
+        mut request: Request<Incoming>,
+    ) -> Result<Response<Full<Bytes>>, Dropped> {
+        let path = request.uri().path().to_string();
+        // The PUT's credentials go with the look: the server wants a
+        // signed request, and the test server does not check signatures.
+        let mut look = self.client.head(format!("{}{path}", self.upstream));
+        for name in ["authorization", "x-amz-date", "x-amz-content-sha256"] {
+            if let Some(value) = request.headers().get(name) {
+                look = look.header(name, value);
+            }
+        }
+        let current = look
+            .send()
+            .await
+            .map_err(|_| Dropped("the store did not answer the look"))?;
+        let etag = current
+            .headers()
+            .get("etag")
+            .filter(|_| current.status() == StatusCode::OK)
+            .and_then(|v| v.to_str().ok())
+            .map(|e| e.trim_matches('"').to_string());
+        let headers = request.headers_mut();
+        let holds = match (headers.remove("if-none-match"), headers.remove("if-match")) {
+            (Some(_), _) => etag.is_none(),
+            (None, Some(wanted)) => {
+                let wanted = wanted.to_str().unwrap_or("").trim_matches('"').to_string();
+                etag.as_deref() == Some(wanted.as_str())
+            }
+            (None, None) => true,
+        };
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        if !holds {
+            return Ok(precondition_failed());
+        }
+        match self.send(request).await {
+            Some(response) => Ok(response),
+            None => Err(Dropped("the store did not answer")),
         }
     }
 
@@ -346,7 +420,14 @@ impl Forward {
             }
         }
         let body = reply.bytes().await.ok()?;
-        response.body(Full::new(body)).ok()
+        let mut response = response.body(Full::new(body)).ok()?;
+        if self.faults.unquote_etags.load(Ordering::Relaxed)
+            && let Some(etag) = response.headers().get("etag").and_then(|v| v.to_str().ok())
+        {
+            let bare = http::HeaderValue::from_str(etag.trim_matches('"')).ok()?;
+            response.headers_mut().insert("etag", bare);
+        }
+        Some(response)
     }
 }
 
@@ -363,6 +444,17 @@ fn access_denied() -> Response<Full<Bytes>> {
         <Error><Code>AccessDenied</Code><Message>refused by the test proxy</Message></Error>";
     Response::builder()
         .status(StatusCode::FORBIDDEN)
+        .header("content-type", "application/xml")
+        .body(Full::new(Bytes::from(body)))
+        .expect("a static response")
+}
+
+/// S3's answer to a conditional write whose condition does not hold.
+fn precondition_failed() -> Response<Full<Bytes>> {
+    let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
+        <Error><Code>PreconditionFailed</Code><Message>looked up by the test proxy</Message></Error>";
+    Response::builder()
+        .status(StatusCode::PRECONDITION_FAILED)
         .header("content-type", "application/xml")
         .body(Full::new(Bytes::from(body)))
         .expect("a static response")

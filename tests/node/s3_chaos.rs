@@ -130,7 +130,7 @@ impl Plan {
 
 /// libfaketime's preload library, when the machine has it (`.ci/run`
 /// installs Debian's `faketime`).
-fn faketime_library() -> Option<String> {
+pub fn faketime_library() -> Option<String> {
     [
         "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
         "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",

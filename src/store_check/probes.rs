@@ -1,0 +1,540 @@
+//! The requests a store check makes, each under the run's scratch prefix.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use chrono::Utc;
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{
+    ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, PutResult, UpdateVersion,
+};
+use tokio::sync::Barrier;
+
+use super::judge::{self, ClockSample, ClockSkew, RaceRound, SeenEtags};
+use super::{CheckOptions, Form, Outcome, Property, PropertyResult};
+
+/// Every S3-compatible store and GCS give `LastModified` to the second.
+const LAST_MODIFIED_RESOLUTION: Duration = Duration::from_secs(1);
+
+/// The first part of the multipart upload: the smallest part S3 takes.
+const FIRST_PART: usize = 5 * 1024 * 1024;
+
+/// Writes timed for the clock, spread so that their truncated
+/// `LastModified` values fall at different places in their seconds.
+const CLOCK_SAMPLES: usize = 3;
+const CLOCK_SAMPLE_GAP: Duration = Duration::from_millis(350);
+
+pub(super) struct Probes {
+    pub store: Arc<dyn ObjectStore>,
+    pub scratch: Path,
+    pub options: CheckOptions,
+}
+
+/// How one conditional PUT (or copy) ended.
+enum Attempt<T = PutResult> {
+    Won(T),
+    Refused,
+    Unsupported,
+    Failed(String),
+}
+
+fn attempt<T>(result: object_store::Result<T>) -> Attempt<T> {
+    use object_store::Error;
+    match result {
+        Ok(put) => Attempt::Won(put),
+        Err(Error::AlreadyExists { .. } | Error::Precondition { .. }) => Attempt::Refused,
+        Err(Error::NotImplemented { .. } | Error::NotSupported { .. }) => Attempt::Unsupported,
+        Err(e) => Attempt::Failed(e.to_string()),
+    }
+}
+
+fn create() -> PutOptions {
+    PutOptions::from(PutMode::Create)
+}
+
+fn update(put: &PutResult) -> PutOptions {
+    PutOptions::from(PutMode::Update(UpdateVersion {
+        e_tag: put.e_tag.clone(),
+        version: put.version.clone(),
+    }))
+}
+
+impl Probes {
+    fn key(&self, name: &str) -> Path {
+        self.scratch.clone().join(name)
+    }
+
+    /// Every property this form checks, and the clock skew.
+    pub async fn all(&self) -> (Vec<PropertyResult>, Option<ClockSkew>) {
+        let mut results = vec![
+            self.race(Property::AtomicCreate).await,
+            self.race(Property::AtomicUpdate).await,
+            self.create_over_existing().await,
+            self.update_of_missing().await,
+        ];
+        let (read, etags, samples) = self.read_after_write().await;
+        results.push(read);
+        results.push(etags);
+        if self.options.form == Form::Full {
+            results.push(self.list_after_write().await);
+            results.extend(self.copies().await);
+            results.push(self.multipart().await);
+        } else {
+            for property in [
+                Property::ListAfterWrite,
+                Property::Copy,
+                Property::ConditionalCopy,
+                Property::Multipart,
+            ] {
+                results.push(PropertyResult::new(
+                    property,
+                    Outcome::Skipped,
+                    "not in a node's short check",
+                ));
+            }
+        }
+        let skew = judge::clock_skew(&samples, LAST_MODIFIED_RESOLUTION, self.options.skew_bound);
+        results.push(judge::clock(skew.as_ref()));
+        (results, skew)
+    }
+
+    /// `rounds` races of `writers` conditional PUTs on one fresh key
+    /// each: create-only PUTs of a missing key, or compare-and-swap PUTs
+    /// that all carry the ETag of the key's one version.
+    async fn race(&self, property: Property) -> PropertyResult {
+        let writers = self.options.writers;
+        let mut rounds = Vec::with_capacity(self.options.rounds);
+        for round in 0..self.options.rounds {
+            let key = self.key(&format!("{}-{round}", super::kebab(property)));
+            let options = match property {
+                Property::AtomicUpdate => match self.store.put(&key, "v0".into()).await {
+                    Ok(first) => update(&first),
+                    Err(e) => {
+                        rounds.push(RaceRound {
+                            errors: vec![format!("the first PUT of {key}: {e}")],
+                            ..RaceRound::default()
+                        });
+                        break;
+                    }
+                },
+                _ => create(),
+            };
+            rounds.push(self.race_round(&key, round, options).await);
+        }
+        judge::race(property, writers, &rounds)
+    }
+
+    async fn race_round(&self, key: &Path, round: usize, options: PutOptions) -> RaceRound {
+        let writers = self.options.writers;
+        let start = Arc::new(Barrier::new(writers));
+        let racers = (0..writers).map(|writer| {
+            let (store, key, options, start) = (
+                self.store.clone(),
+                key.clone(),
+                options.clone(),
+                start.clone(),
+            );
+            tokio::spawn(async move {
+                let body = Bytes::from(format!("round {round} writer {writer}"));
+                start.wait().await;
+                let result = store.put_opts(&key, body.clone().into(), options).await;
+                (body, attempt(result))
+            })
+        });
+        let mut tally = RaceRound::default();
+        let mut winner = None;
+        for racer in futures::future::join_all(racers).await {
+            let (body, outcome) = racer.unwrap_or_else(|e| {
+                (
+                    Bytes::new(),
+                    Attempt::Failed(format!("a racing writer panicked: {e}")),
+                )
+            });
+            match outcome {
+                Attempt::Won(_) => {
+                    tally.wins += 1;
+                    winner = Some(body);
+                }
+                Attempt::Refused => tally.refused += 1,
+                Attempt::Unsupported => tally.unsupported += 1,
+                Attempt::Failed(e) => tally.errors.push(e),
+            }
+        }
+        tally.winner_kept = match (&winner, self.read(key).await) {
+            (Some(body), Ok(read)) => &read == body,
+            _ => false,
+        };
+        tally
+    }
+
+    async fn read(&self, key: &Path) -> object_store::Result<Bytes> {
+        self.store.get(key).await?.bytes().await
+    }
+
+    /// A create-only PUT over an existing key: refused, and the key keeps
+    /// its body.
+    async fn create_over_existing(&self) -> PropertyResult {
+        let key = self.key("exists");
+        let property = Property::CreateOverExistingRefused;
+        if let Err(e) = self.store.put(&key, "first".into()).await {
+            return PropertyResult::new(property, Outcome::Fail, format!("PUT {key}: {e}"));
+        }
+        let again = attempt(self.store.put_opts(&key, "second".into(), create()).await);
+        let kept = self.read(&key).await.is_ok_and(|b| &b[..] == b"first");
+        match (again, kept) {
+            (Attempt::Refused, true) => {
+                PropertyResult::new(property, Outcome::Pass, "refused; the body is unchanged")
+            }
+            (Attempt::Won(_), _) | (Attempt::Refused, false) => PropertyResult::new(
+                property,
+                Outcome::Fail,
+                "the store accepted If-None-Match: * over an existing object",
+            ),
+            (Attempt::Unsupported, _) => PropertyResult::new(
+                property,
+                Outcome::Fail,
+                "the store does not offer create-only PUTs",
+            ),
+            (Attempt::Failed(e), _) => PropertyResult::new(property, Outcome::Fail, e),
+        }
+    }
+
+    /// A compare-and-swap PUT of a missing key, with a plausible ETag:
+    /// refused, and the key stays missing (MinIO once wrote it,
+    /// minio/minio#21526). Also a PUT with a stale ETag of an existing
+    /// key, which must be refused.
+    async fn update_of_missing(&self) -> PropertyResult {
+        let property = Property::UpdateOfMissingRefused;
+        let existing = self.key("stale");
+        let first = match self.store.put(&existing, "one".into()).await {
+            Ok(first) => first,
+            Err(e) => {
+                return PropertyResult::new(
+                    property,
+                    Outcome::Fail,
+                    format!("PUT {existing}: {e}"),
+                );
+            }
+        };
+        let second = match attempt(
+            self.store
+                .put_opts(&existing, "two".into(), update(&first))
+                .await,
+        ) {
+            Attempt::Won(second) => second,
+            Attempt::Unsupported => {
+                return PropertyResult::new(
+                    property,
+                    Outcome::NotApplicable,
+                    "the store does not update in place (If-Match)",
+                );
+            }
+            Attempt::Refused => {
+                return PropertyResult::new(
+                    property,
+                    Outcome::Fail,
+                    format!(
+                        "a compare-and-swap PUT with the ETag the store had just returned ({}) \
+                         was refused",
+                        first.e_tag.as_deref().unwrap_or("none")
+                    ),
+                );
+            }
+            Attempt::Failed(e) => return PropertyResult::new(property, Outcome::Fail, e),
+        };
+        let stale = attempt(
+            self.store
+                .put_opts(&existing, "three".into(), update(&first))
+                .await,
+        );
+        if !matches!(stale, Attempt::Refused) {
+            return PropertyResult::new(
+                property,
+                Outcome::Fail,
+                "a compare-and-swap PUT with a replaced ETag was not refused",
+            );
+        }
+        let missing = self.key("missing");
+        let blind = attempt(
+            self.store
+                .put_opts(&missing, "x".into(), update(&second))
+                .await,
+        );
+        let written = self.store.head(&missing).await.is_ok();
+        match (blind, written) {
+            (Attempt::Refused, false) => PropertyResult::new(
+                property,
+                Outcome::Pass,
+                "refused for a missing key and for a replaced ETag",
+            ),
+            (Attempt::Failed(e), false) if e.to_lowercase().contains("not found") => {
+                PropertyResult::new(
+                    property,
+                    Outcome::Pass,
+                    "refused (not found) for a missing key, and for a replaced ETag",
+                )
+            }
+            (Attempt::Failed(e), false) => PropertyResult::new(property, Outcome::Fail, e),
+            _ => PropertyResult::new(
+                property,
+                Outcome::Fail,
+                "a compare-and-swap PUT of a missing key created it",
+            ),
+        }
+    }
+
+    /// Writes read back at once, overwrites seen, and deletes seen; the
+    /// ETags of one object by each request; and the clock samples.
+    async fn read_after_write(&self) -> (PropertyResult, PropertyResult, Vec<ClockSample>) {
+        let key = self.key("read");
+        let mut samples = Vec::new();
+        let mut last_put = None;
+        let mut failure = None;
+        for sample in 0..CLOCK_SAMPLES {
+            if sample > 0 {
+                tokio::time::sleep(CLOCK_SAMPLE_GAP).await;
+            }
+            let body = Bytes::from(format!("version {sample}"));
+            let before = Utc::now();
+            let put = self.store.put(&key, body.clone().into()).await;
+            let after = Utc::now();
+            let (put, head) = match put {
+                Ok(put) => (put, self.store.head(&key).await),
+                Err(e) => {
+                    failure = Some(format!("PUT {key}: {e}"));
+                    break;
+                }
+            };
+            match (head, self.read(&key).await) {
+                (Ok(head), Ok(read)) if read == body && head.size == body.len() as u64 => {
+                    samples.push(ClockSample {
+                        before,
+                        after,
+                        last_modified: head.last_modified,
+                    });
+                }
+                (Ok(_), Ok(read)) => {
+                    failure = Some(format!(
+                        "wrote {:?}, read {:?}",
+                        String::from_utf8_lossy(&body),
+                        String::from_utf8_lossy(&read)
+                    ));
+                    break;
+                }
+                (Err(e), _) | (_, Err(e)) => {
+                    failure = Some(format!("read {key} after writing it: {e}"));
+                    break;
+                }
+            }
+            last_put = Some(put);
+        }
+        let etags = match (&failure, last_put) {
+            (None, Some(put)) => judge::etags(&self.seen_etags(&key, put).await),
+            _ => PropertyResult::new(Property::Etag, Outcome::Fail, "no object to compare"),
+        };
+        if failure.is_none() {
+            let deleted = self.store.delete(&key).await;
+            if deleted.is_err() || self.store.head(&key).await.is_ok() {
+                failure = Some(format!("{key} is still there after a delete"));
+            }
+        }
+        let read = match failure {
+            None => PropertyResult::new(
+                Property::ReadAfterWrite,
+                Outcome::Pass,
+                format!("{CLOCK_SAMPLES} overwrites and a delete, each seen at once"),
+            ),
+            Some(why) => PropertyResult::new(Property::ReadAfterWrite, Outcome::Fail, why),
+        };
+        (read, etags, samples)
+    }
+
+    async fn seen_etags(&self, key: &Path, put: PutResult) -> SeenEtags {
+        let head = self.store.head(key).await.ok().and_then(|m| m.e_tag);
+        let get = match self.store.get(key).await {
+            Ok(got) => got.meta.e_tag.clone(),
+            Err(_) => None,
+        };
+        let listed: Vec<_> = self
+            .store
+            .list(Some(&self.scratch))
+            .try_collect()
+            .await
+            .unwrap_or_default();
+        let list = listed
+            .into_iter()
+            .find(|m| &m.location == key)
+            .and_then(|m| m.e_tag);
+        SeenEtags {
+            put: put.e_tag,
+            head,
+            get,
+            list,
+        }
+    }
+
+    /// Three objects listed at once after their PUTs, and one gone from
+    /// the listing at once after its delete.
+    async fn list_after_write(&self) -> PropertyResult {
+        let property = Property::ListAfterWrite;
+        let dir = self.scratch.clone().join("listed");
+        let names = ["a", "b", "c"];
+        for name in names {
+            if let Err(e) = self.store.put(&dir.clone().join(name), name.into()).await {
+                return PropertyResult::new(property, Outcome::Fail, format!("PUT: {e}"));
+            }
+        }
+        let listed = |store: Arc<dyn ObjectStore>, dir: Path| async move {
+            store
+                .list(Some(&dir))
+                .map_ok(|m| m.location.filename().unwrap_or_default().to_string())
+                .try_collect::<Vec<String>>()
+                .await
+                .map(|mut names| {
+                    names.sort();
+                    names
+                })
+        };
+        match listed(self.store.clone(), dir.clone()).await {
+            Ok(seen) if seen == names => {}
+            Ok(seen) => {
+                return PropertyResult::new(
+                    property,
+                    Outcome::Fail,
+                    format!("wrote {names:?}, listed {seen:?}"),
+                );
+            }
+            Err(e) => return PropertyResult::new(property, Outcome::Fail, format!("LIST: {e}")),
+        }
+        if let Err(e) = self.store.delete(&dir.clone().join("b")).await {
+            return PropertyResult::new(property, Outcome::Fail, format!("DELETE: {e}"));
+        }
+        match listed(self.store.clone(), dir).await {
+            Ok(seen) if seen == ["a", "c"] => PropertyResult::new(
+                property,
+                Outcome::Pass,
+                "three writes and a delete, each listed at once",
+            ),
+            Ok(seen) => PropertyResult::new(
+                property,
+                Outcome::Fail,
+                format!("deleted \"b\", listed {seen:?}"),
+            ),
+            Err(e) => PropertyResult::new(property, Outcome::Fail, format!("LIST: {e}")),
+        }
+    }
+
+    /// A server-side copy, then a copy that must not overwrite onto an
+    /// existing key.
+    async fn copies(&self) -> [PropertyResult; 2] {
+        let (from, to, taken) = (
+            self.key("copy-from"),
+            self.key("copy-to"),
+            self.key("copy-taken"),
+        );
+        let written = async {
+            self.store.put(&from, "copied".into()).await?;
+            self.store.put(&taken, "taken".into()).await
+        };
+        if let Err(e) = written.await {
+            let why = format!("PUT: {e}");
+            return [
+                PropertyResult::new(Property::Copy, Outcome::Fail, why.clone()),
+                PropertyResult::new(Property::ConditionalCopy, Outcome::Fail, why),
+            ];
+        }
+        let copy = match self.store.copy(&from, &to).await {
+            Err(e) => PropertyResult::new(Property::Copy, Outcome::Fail, e.to_string()),
+            Ok(()) => match self.read(&to).await {
+                Ok(body) if &body[..] == b"copied" => {
+                    PropertyResult::new(Property::Copy, Outcome::Pass, "copied within the store")
+                }
+                _ => PropertyResult::new(
+                    Property::Copy,
+                    Outcome::Fail,
+                    "the copy does not hold the source's body",
+                ),
+            },
+        };
+        let conditional = match attempt(self.store.copy_if_not_exists(&from, &taken).await) {
+            Attempt::Unsupported => PropertyResult::new(
+                Property::ConditionalCopy,
+                Outcome::NotApplicable,
+                "the client offers no copy-if-not-exists for this store",
+            ),
+            Attempt::Refused if self.read(&taken).await.is_ok_and(|b| &b[..] == b"taken") => {
+                PropertyResult::new(Property::ConditionalCopy, Outcome::Pass, "refused")
+            }
+            Attempt::Failed(e) => PropertyResult::new(Property::ConditionalCopy, Outcome::Fail, e),
+            _ => PropertyResult::new(
+                Property::ConditionalCopy,
+                Outcome::Fail,
+                "a copy-if-not-exists overwrote an existing object",
+            ),
+        };
+        [copy, conditional]
+    }
+
+    /// Two parts, the first of the smallest size S3 takes, read back
+    /// across the boundary.
+    async fn multipart(&self) -> PropertyResult {
+        let property = Property::Multipart;
+        let key = self.key("multipart");
+        let first = Bytes::from(vec![b'a'; FIRST_PART]);
+        let second = Bytes::from_static(b"the second part");
+        let uploaded = async {
+            let mut upload = self.store.put_multipart(&key).await?;
+            upload.put_part(PutPayload::from(first.clone())).await?;
+            upload.put_part(PutPayload::from(second.clone())).await?;
+            upload.complete().await
+        };
+        if let Err(e) = uploaded.await {
+            return PropertyResult::new(property, Outcome::Fail, e.to_string());
+        }
+        let total = (FIRST_PART + second.len()) as u64;
+        let boundary = (FIRST_PART as u64 - 3)..(FIRST_PART as u64 + 3);
+        match (
+            self.store.head(&key).await,
+            self.store.get_range(&key, boundary).await,
+        ) {
+            (Ok(head), Ok(range)) if head.size == total && &range[..] == b"aaathe" => {
+                PropertyResult::new(
+                    property,
+                    Outcome::Pass,
+                    format!("2 parts, {total} bytes, read back across the boundary"),
+                )
+            }
+            (Ok(head), Ok(range)) => PropertyResult::new(
+                property,
+                Outcome::Fail,
+                format!(
+                    "uploaded {total} bytes, HEAD says {}, the boundary reads {:?}",
+                    head.size,
+                    String::from_utf8_lossy(&range)
+                ),
+            ),
+            (Err(e), _) | (_, Err(e)) => {
+                PropertyResult::new(property, Outcome::Fail, e.to_string())
+            }
+        }
+    }
+
+    /// Deletes everything under the scratch prefix; what could not be
+    /// deleted.
+    pub async fn clean_up(&self) -> Vec<String> {
+        let listed: Vec<_> = match self.store.list(Some(&self.scratch)).try_collect().await {
+            Ok(listed) => listed,
+            Err(e) => return vec![format!("{}/ (listing failed: {e})", self.scratch)],
+        };
+        let mut left = Vec::new();
+        for meta in listed {
+            match self.store.delete(&meta.location).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => left.push(format!("{} ({e})", meta.location)),
+            }
+        }
+        left
+    }
+}
