@@ -57,8 +57,12 @@ pub enum Error {
     Plugins(String),
     #[error("plugin check found {problems} problems")]
     PluginCheckFailed { problems: usize },
-    #[error("{store} is not safe for a sleet fleet: {failed} needed properties failed")]
+    #[error(
+        "{store} is not proven safe for a sleet fleet: {failed} needed properties failed or could not be proven"
+    )]
     UnsafeStore { store: String, failed: usize },
+    #[error(transparent)]
+    StoreTrust(#[from] crate::store_trust::Error),
     #[error("{failed} of {total} config files have problems")]
     ConfigCheckFailed { failed: usize, total: usize },
 }

@@ -100,6 +100,32 @@ pub struct HeartbeatBody {
     /// Those databases, a bounded sample sorted by URL.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outside_compactors: Vec<OutsideCompactor>,
+    /// The fleet root's clock against the node's, measured from its own
+    /// heartbeats' `LastModified`. Added after 0.1.0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockReading>,
+}
+
+/// A node's clock skew against the fleet root's store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClockReading {
+    /// The store's clock minus the node's, in milliseconds.
+    pub skew_ms: i64,
+    /// How far the truth may lie from `skew_ms` (stores give
+    /// `LastModified` to the second).
+    pub uncertainty_ms: u64,
+    /// The largest skew the fleet tolerates with the settings in force.
+    pub bound_ms: u64,
+}
+
+impl ClockReading {
+    /// Whether the skew is certainly beyond the bound.
+    pub fn beyond_bound(&self) -> bool {
+        self.skew_ms
+            .unsigned_abs()
+            .saturating_sub(self.uncertainty_ms)
+            > self.bound_ms
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -178,6 +204,7 @@ impl HeartbeatBody {
             failing: Vec::new(),
             plugins: Vec::new(),
             skipped: Vec::new(),
+            clock: None,
             failing_compactions: Vec::new(),
             outside_compactor_count: 0,
             outside_compactors: Vec::new(),

@@ -56,6 +56,7 @@ pub mod services;
 pub mod status;
 pub mod store;
 pub mod store_check;
+pub mod store_trust;
 #[doc(hidden)]
 pub mod testing;
 pub mod upload;
@@ -113,7 +114,27 @@ impl Fleet {
     /// Registers a database by creating its empty registry file. An
     /// existing registration is left as it is (`created == false`). Reads
     /// nothing of the database: [`Fleet::check_database`] does.
+    ///
+    /// A registration is a create-only PUT, so the root's store is proven
+    /// first: its recorded check (see `sleet store check`) is reused while
+    /// fresh, else the short check runs and is recorded. A store that
+    /// fails (and is not trusted in `sleet.toml`) is refused with
+    /// [`Error::StoreRefused`].
     pub async fn register(&self, database_url: &str) -> Result<RegisterResponse, Error> {
+        let (fleet, _) = root::ConfigPoller::fleet_config(&self.root).await;
+        let view = root::FleetView {
+            fleet,
+            ..Default::default()
+        };
+        store_trust::require(
+            &self.root,
+            self.root.url(),
+            self.root.store().clone(),
+            self.root.prefix(),
+            &view.fleet.stores.resolve(),
+            store_trust::skew_bound_for(&view),
+        )
+        .await?;
         self.root.register(database_url).await
     }
 

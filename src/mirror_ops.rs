@@ -92,6 +92,23 @@ pub async fn sync_once(
                 format!(" (config problems: {})", view.warnings.join("; "))
             },
         })?;
+    // The destination's store is proven (or its recorded check reused)
+    // before the pass writes there, as a node's would be.
+    let (store, base) =
+        crate::store::open_url(&target.destination).map_err(|source| Error::Store {
+            action: "open",
+            location: target.destination.clone(),
+            source,
+        })?;
+    crate::store_trust::require(
+        root,
+        &target.destination,
+        store,
+        &base,
+        &view.fleet.stores.resolve(),
+        crate::store_trust::skew_bound_for(&view),
+    )
+    .await?;
     let pair = mirror_pair(&database, target, &view, copiers, progress).await?;
     let hooks = PassHooks {
         runner: HookRunner {

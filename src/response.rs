@@ -33,9 +33,39 @@ pub struct StatusResponse {
     /// Mirror lag per (database, target), with `--mirrors`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mirrors: Vec<MirrorStatus>,
+    /// The stores the fleet's nodes checked, from their records under
+    /// `stores/`, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stores: Vec<StoreStatus>,
     /// Anything skipped or suspicious, sorted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+}
+
+/// One store as its latest recorded check found it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StoreStatus {
+    /// `s3://bucket`, `gs://bucket`, `az://container`, `file://`, ...
+    pub store: String,
+    /// `safe`, `trusted` (by `[stores.trusted]`, whatever the check
+    /// says), `unsafe` (nothing writes there) or `unchecked` (the check
+    /// could not prove a needed property; nodes check again).
+    pub trust: String,
+    /// The operator's reason, when trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trusted_because: Option<String>,
+    /// Needed properties the check failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
+    /// When the check ran (RFC 3339), and whether it is past
+    /// `recheck_after` (the next node to need the store checks again).
+    pub checked_at: String,
+    pub expired: bool,
+    /// The sleet release that ran it.
+    pub sleet_version: String,
+    /// The store's clock minus the checking node's, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_skew_seconds: Option<f64>,
 }
 
 /// One node, from its youngest heartbeat.
@@ -53,6 +83,9 @@ pub struct NodeStatus {
     pub sleet_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slatedb_version: Option<String>,
+    /// The fleet root's clock against the node's, from its heartbeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<crate::heartbeat::ClockReading>,
 }
 
 /// One registered database and who runs its services.

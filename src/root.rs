@@ -74,6 +74,11 @@ impl FleetRoot {
         &self.store
     }
 
+    /// The root's path in its store.
+    pub fn prefix(&self) -> &Path {
+        &self.prefix
+    }
+
     /// The store path of something under the root (`dbs/x.toml`).
     pub fn path(&self, relative: &str) -> Path {
         child_path(&self.prefix, relative)
@@ -272,6 +277,15 @@ impl ConfigPoller {
     /// Whether the last poll reached the fleet root's store.
     pub fn read_root(&self) -> bool {
         self.read_root
+    }
+
+    /// Reads `sleet.toml` alone (the defaults when it is missing), with
+    /// warnings for what could not be read or parsed.
+    pub async fn fleet_config(root: &FleetRoot) -> (FleetConfig, Vec<String>) {
+        let mut poller = ConfigPoller::new();
+        let mut warnings = Vec::new();
+        poller.poll_fleet_config(root, &mut warnings).await;
+        (poller.fleet, warnings)
     }
 
     /// Polls `sleet.toml` and the registry.

@@ -19,10 +19,11 @@ use crate::mirror::target::applied_targets;
 use crate::ownership::{LiveNode, database_assignments};
 use crate::response::{
     DatabaseStatus, MirrorStatus, NodeStatus, OutsideCompactorStatus, QueueStatus,
-    ServicePlacement, StatusResponse,
+    ServicePlacement, StatusResponse, StoreStatus,
 };
 use crate::root::{ConfigPoller, FleetRoot, FleetView, NodeSighting, node_view};
 use crate::service::Service;
+use crate::store_trust::Trust;
 
 /// Heartbeat bodies (or compaction queues) read at once.
 const READS_IN_FLIGHT: usize = 16;
@@ -64,6 +65,7 @@ pub async fn fleet_status(
     let sightings = node_view(&heartbeats, now, timeout);
     let bodies = read_bodies(root, &sightings).await;
     let mut status = derive_status(&view, &sightings, &bodies);
+    add_stores(&mut status, root, &view, now).await;
     if options.compactions {
         add_queues(&mut status).await;
     }
@@ -71,6 +73,61 @@ pub async fn fleet_status(
         add_mirrors(&mut status, &view).await;
     }
     Ok(status)
+}
+
+/// The stores' recorded checks, judged with `[stores.trusted]`, and a
+/// warning for each store nothing may write to or that is trusted
+/// despite failing.
+async fn add_stores(
+    status: &mut StatusResponse,
+    root: &FleetRoot,
+    view: &FleetView,
+    now: DateTime<Utc>,
+) {
+    let settings = view.fleet.stores.resolve();
+    let reports = match crate::store_trust::list(root).await {
+        Ok(reports) => reports,
+        Err(e) => {
+            status.warnings.push(format!("store checks unread: {e}"));
+            return;
+        }
+    };
+    for report in reports {
+        let trust = crate::store_trust::judge(Some(&report), &report.store, &settings);
+        let (label, trusted_because, failed) = match &trust {
+            Trust::Safe => ("safe", None, vec![]),
+            Trust::Trusted { reason, failed } => ("trusted", Some(reason.clone()), failed.clone()),
+            Trust::Unsafe { failed } => ("unsafe", None, failed.clone()),
+            Trust::Unchecked => ("unchecked", None, vec![]),
+        };
+        match &trust {
+            Trust::Unsafe { .. } => status.warnings.extend(trust.refusal(&report.store)),
+            Trust::Trusted { reason, failed } if !failed.is_empty() => {
+                status.warnings.push(format!(
+                    "store {} fails {} but is trusted in sleet.toml: {reason}",
+                    report.store,
+                    crate::store_trust::names(failed)
+                ))
+            }
+            _ => {}
+        }
+        status.stores.push(StoreStatus {
+            store: report.store.clone(),
+            trust: label.to_string(),
+            trusted_because,
+            failed: failed
+                .iter()
+                .map(|p| crate::store_check::kebab(*p))
+                .collect(),
+            checked_at: report
+                .checked_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            expired: !crate::store_trust::fresh(&report, now, &settings),
+            sleet_version: report.sleet_version.clone(),
+            clock_skew_seconds: report.skew.map(|s| s.seconds),
+        });
+    }
+    status.warnings.sort();
 }
 
 /// Every applied target's lag, plus warnings for destinations that
@@ -208,6 +265,7 @@ pub fn derive_status(
                 services: s.services.clone(),
                 sleet_version: body.map(|b| b.sleet_version.clone()),
                 slatedb_version: body.map(|b| b.slatedb_version.clone()),
+                clock: body.and_then(|b| b.clock),
             }
         })
         .collect();
@@ -224,6 +282,15 @@ pub fn derive_status(
         .iter()
         .filter(|(node, _)| sightings.get(*node).is_some_and(|s| s.live));
     for (node, body) in live_bodies {
+        if let Some(clock) = body.clock.filter(|c| c.beyond_bound()) {
+            warnings.push(format!(
+                "{node}'s clock is {:+.1} s off the fleet root's store, beyond the {:.1} s the \
+                 fleet tolerates (GC min_age and heartbeat liveness compare the two): fix its \
+                 time sync",
+                -(clock.skew_ms as f64) / 1000.0,
+                clock.bound_ms as f64 / 1000.0
+            ));
+        }
         for f in &body.failing {
             warnings.push(format!(
                 "{} of {} is failing on {node}: {}",
@@ -307,6 +374,7 @@ pub fn derive_status(
         nodes,
         databases,
         mirrors: Vec::new(),
+        stores: Vec::new(),
         warnings,
     }
 }
@@ -489,6 +557,31 @@ pub fn render_text(status: &StatusResponse) -> String {
     if !status.mirrors.is_empty() {
         out.push('\n');
         out.push_str(&render_mirrors(&status.mirrors));
+    }
+    if !status.stores.is_empty() {
+        out.push('\n');
+        let rows = status.stores.iter().map(|s| {
+            vec![
+                s.store.clone(),
+                s.trust.clone(),
+                if s.failed.is_empty() {
+                    "-".into()
+                } else {
+                    s.failed.join(",")
+                },
+                format!(
+                    "{}{}",
+                    s.checked_at,
+                    if s.expired { " (expired)" } else { "" }
+                ),
+                s.clock_skew_seconds
+                    .map_or("-".into(), |skew| format!("{skew:+.1}s")),
+            ]
+        });
+        out.push_str(&table(
+            &["STORE", "TRUST", "FAILED", "CHECKED", "SKEW"],
+            rows,
+        ));
     }
     if !status.warnings.is_empty() {
         out.push('\n');

@@ -28,6 +28,28 @@ pub fn updates_in_place(url: &str) -> bool {
     !(url.starts_with("file:") || url.starts_with("http"))
 }
 
+/// The store a canonical URL lives in, as a short name: `s3://bucket`,
+/// `gs://bucket`, `az://container`, `http://host:port`, or `file://` and
+/// `memory://` for the machine's filesystem and the process's memory.
+/// Every URL of one store shares its properties, so a node checks each
+/// store once.
+pub fn store_id(canonical_url: &str) -> String {
+    let Ok(url) = url::Url::parse(canonical_url) else {
+        return canonical_url.to_string();
+    };
+    let scheme = match url.scheme() {
+        "s3a" => "s3",
+        "adl" | "azure" | "abfs" | "abfss" => "az",
+        other => other,
+    };
+    let host = url.host_str().unwrap_or("");
+    match (scheme, url.port()) {
+        ("file" | "memory", _) => format!("{scheme}://"),
+        (_, Some(port)) => format!("{scheme}://{host}:{port}"),
+        _ => format!("{scheme}://{host}"),
+    }
+}
+
 /// Opens the store a canonical URL points into, and the path of the URL
 /// inside that store.
 pub fn open_url(canonical_url: &str) -> Result<(Arc<dyn ObjectStore>, Path), object_store::Error> {
@@ -185,6 +207,17 @@ pub fn relative_to<'a>(prefix: &Path, location: &'a Path) -> &'a str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn store_ids_name_the_bucket_not_the_path() {
+        assert_eq!(store_id("s3://ops/fleet/root"), "s3://ops");
+        assert_eq!(store_id("s3a://ops/db"), "s3://ops");
+        assert_eq!(store_id("gs://b/x"), "gs://b");
+        assert_eq!(store_id("abfs://c/x"), "az://c");
+        assert_eq!(store_id("file:///srv/a"), "file://");
+        assert_eq!(store_id("memory:///x"), "memory://");
+        assert_eq!(store_id("http://127.0.0.1:8080/d"), "http://127.0.0.1:8080");
+    }
 
     #[test]
     fn child_paths_keep_percent_escapes() {

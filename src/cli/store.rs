@@ -56,7 +56,7 @@ pub async fn run(command: StoreCommand) -> Result<(), Error> {
     }
     let report = store_check::run(store, &canonical, &base, options).await;
     emit(format, &report, store_check::render_text);
-    let failed = report.unsafe_properties().len();
+    let failed = report.unsafe_properties().len() + report.unproven_properties().len();
     if failed > 0 {
         return Err(Error::UnsafeStore {
             store: report.store.clone(),

@@ -40,6 +40,7 @@ pub fn parse_fleet_config(text: &str) -> Result<FleetConfig, ConfigError> {
     let mut problems = Vec::new();
     check_node(&config.node, &mut problems);
     check_plugins(&config.plugins, &mut problems);
+    check_stores(&config.stores, &mut problems);
     let mut check = Checker::new("database", &mut problems);
     check.layer(&config.database);
     check.resolved(&config.database);
@@ -112,6 +113,29 @@ fn check_node(node: &NodeOverrides, problems: &mut Vec<String>) {
     }
     if resolved.config_poll.is_zero() {
         problems.push("node.config_poll must be > 0".into());
+    }
+}
+
+/// `[stores.trusted]` names whole stores, each with a reason.
+fn check_stores(stores: &StoresConfig, problems: &mut Vec<String>) {
+    if stores.recheck_after.is_some_and(|d| d.0.is_zero()) {
+        problems.push("stores.recheck_after must be > 0".into());
+    }
+    for (store, reason) in &stores.trusted {
+        let named = crate::registry::canonicalize_url(store)
+            .map(|url| crate::store::store_id(&url))
+            .ok();
+        if named.as_deref() != Some(store.as_str()) {
+            let hint = named.map_or(String::new(), |id| format!(" (\"{id}\")"));
+            problems.push(format!(
+                "stores.trusted.\"{store}\": name a whole store as scheme://bucket{hint}"
+            ));
+        }
+        if reason.trim().is_empty() {
+            problems.push(format!(
+                "stores.trusted.\"{store}\": give the reason the store is trusted"
+            ));
+        }
     }
 }
 

@@ -28,6 +28,31 @@ pub struct FleetConfig {
     /// Operator grants and limits per plugin, by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub plugins: BTreeMap<String, PluginGrants>,
+    /// How nodes prove the object stores they write to.
+    #[serde(default, skip_serializing_if = "StoresConfig::is_empty")]
+    pub stores: StoresConfig,
+}
+
+/// `[stores]`: nodes check every store they write to (the fleet root,
+/// each database's, each mirror destination's) for atomic conditional
+/// writes before they write there, and record the result under the root.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StoresConfig {
+    /// How long a recorded check is reused before a node runs it again. Default `1d`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recheck_after: Option<HumanDuration>,
+    /// Stores nodes write to even when their check fails, by store
+    /// (`s3://bucket`, `gs://bucket`, `az://container`, `file://`), each
+    /// with the reason; `sleet status` keeps showing both.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub trusted: BTreeMap<String, String>,
+}
+
+impl StoresConfig {
+    fn is_empty(&self) -> bool {
+        self == &StoresConfig::default()
+    }
 }
 
 /// `[node]`: heartbeat and polling cadence.

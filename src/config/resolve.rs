@@ -26,6 +26,23 @@ pub struct NodeSettings {
     pub placement_hash: PlacementHash,
 }
 
+/// `[stores]` with defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreSettings {
+    pub recheck_after: Duration,
+    /// Store id to the operator's reason.
+    pub trusted: BTreeMap<String, String>,
+}
+
+impl StoresConfig {
+    pub fn resolve(&self) -> StoreSettings {
+        StoreSettings {
+            recheck_after: duration_or(self.recheck_after, defaults::STORE_RECHECK_AFTER),
+            trusted: self.trusted.clone(),
+        }
+    }
+}
+
 /// Everything the services of one database run with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DatabaseSettings {
@@ -237,6 +254,7 @@ pub mod defaults {
     pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
     pub const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(30);
     pub const CONFIG_POLL: Duration = Duration::from_secs(60);
+    pub const STORE_RECHECK_AFTER: Duration = Duration::from_secs(24 * 3600);
 
     pub const GC_INTERVAL: Duration = Duration::from_secs(60);
     pub const GC_MIN_AGE: Duration = Duration::from_secs(300);

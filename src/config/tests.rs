@@ -479,6 +479,30 @@ fn bad_plugin_config_is_named() {
 }
 
 #[test]
+fn stores_settings_default_and_bad_trust_is_named() {
+    let defaults = parse_fleet_config("").unwrap().stores.resolve();
+    assert_eq!(defaults.recheck_after, Duration::from_secs(24 * 3600));
+    assert!(defaults.trusted.is_empty());
+    let fleet = parse_fleet_config(
+        "[stores]\nrecheck_after = \"1h\"\n[stores.trusted]\n\"gs://b\" = \"our own GCS\"",
+    )
+    .unwrap();
+    let stores = fleet.stores.resolve();
+    assert_eq!(stores.recheck_after, Duration::from_secs(3600));
+    assert_eq!(stores.trusted["gs://b"], "our own GCS");
+    let err = |toml: &str| parse_fleet_config(toml).unwrap_err().to_string();
+    let path = err("[stores.trusted]\n\"s3://b/fleet\" = \"why\"");
+    assert!(
+        path.contains(
+            "stores.trusted.\"s3://b/fleet\": name a whole store as scheme://bucket (\"s3://b\")"
+        ),
+        "{path}"
+    );
+    assert!(err("[stores.trusted]\n\"s3://b\" = \" \"").contains("give the reason"));
+    assert!(err("[stores]\nrecheck_after = \"0s\"").contains("stores.recheck_after must be > 0"));
+}
+
+#[test]
 fn outside_compactor_settings_default_layer_and_check() {
     let fleet =
         parse_fleet_config("[database.outside-compactor]\nrecheck = \"10s\"\ntakeover_backlog = 0")

@@ -12,13 +12,15 @@
 //! pure computation of which tasks a node owns, and with what settings),
 //! [`node`] (the tick loop: heartbeat, config, reconcile), [`supervisor`]
 //! (one task's runs, restarts and hooks, dispatching to the SlateDB
-//! services and the mirror side by side) and [`board`] (the task states
+//! services and the mirror side by side), [`stores`] (which stores the
+//! node may write to, from their checks) and [`board`] (the task states
 //! supervisors write and heartbeats, status and probes read).
 
 mod board;
 mod node;
 mod options;
 mod owned;
+mod stores;
 mod supervisor;
 
 pub use node::run_node;

@@ -4,7 +4,7 @@
 //! it owns. Each store step is bounded by the interval, so a store that
 //! hangs slows the loop and never stops it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,10 +19,11 @@ use tracing::{info, warn};
 use super::board::TaskBoard;
 use super::options::{DatabaseOpener, NodeOptions};
 use super::owned::{TaskKey, TaskSpec, owned_tasks};
+use super::stores::{StoreGate, admit, trust_label, written_url};
 use super::supervisor::Supervisor;
-use crate::config::NodeSettings;
+use crate::config::{NodeSettings, StoreSettings};
 use crate::error::Error;
-use crate::heartbeat::{self, HeartbeatBody};
+use crate::heartbeat::{self, ClockReading, HeartbeatBody};
 use crate::metrics::Metrics;
 use crate::mirror::run::MirrorRuntime;
 use crate::outside_compactor::records::EpochRecords;
@@ -30,9 +31,14 @@ use crate::plugin::hook::{Clock, HookRunner};
 use crate::probes::{NodeProbes, NodeReport};
 use crate::root::{ConfigPoller, FleetRoot, FleetView, HeartbeatObject, NODES_DIR, node_view};
 use crate::service::Service;
+use crate::store_check::{ClockSample, clock_skew};
+use crate::store_trust::skew_bound_for;
 
 /// Heartbeats this many timeouts old are deleted by any node.
 const DEAD_HEARTBEAT_TIMEOUTS: u32 = 10;
+
+/// Heartbeat writes whose timing estimates the node's clock skew.
+const CLOCK_SAMPLES: usize = 6;
 
 struct RunningTask {
     spec: TaskSpec,
@@ -68,6 +74,15 @@ struct Node {
     shutdown_grace: Duration,
     /// Whether the last config poll read the fleet root.
     config_read: bool,
+    /// Which stores the node may write to.
+    stores: StoreGate,
+    /// Tasks refused at the last reconcile because of their store.
+    refused: BTreeSet<TaskKey>,
+    /// Recent heartbeat PUTs, timed against their `LastModified`.
+    clock_samples: VecDeque<ClockSample>,
+    clock_reading: Option<ClockReading>,
+    /// The largest clock skew the fleet tolerates, from the config.
+    skew_bound: Duration,
 }
 
 /// Runs a node until `shutdown` is cancelled, then stops its tasks
@@ -123,6 +138,13 @@ impl Node {
         let mut copiers = options.copiers;
         copiers.plugins = plugins.clone();
         copiers.node_id = options.node_id.clone();
+        // Nothing is written to the root before its store is known.
+        let skew_bound = skew_bound_for(&view);
+        let mut stores = StoreGate::new(root.clone());
+        stores.refresh([], &view.fleet.stores.resolve(), skew_bound);
+        stores
+            .settle(view.fleet.node.resolve().heartbeat_timeout)
+            .await;
         Ok(Node {
             records: EpochRecords::new(root.clone(), options.node_id.clone()),
             root,
@@ -146,6 +168,11 @@ impl Node {
             probes: options.probes,
             shutdown_grace: options.shutdown_grace,
             config_read,
+            stores,
+            refused: BTreeSet::new(),
+            clock_samples: VecDeque::new(),
+            clock_reading: None,
+            skew_bound,
         })
     }
 
@@ -160,7 +187,16 @@ impl Node {
         let started = Instant::now();
         let step = self.settings().heartbeat_interval;
         self.reap_finished();
+        let store_settings = self.view.fleet.stores.resolve();
+        let root_store = self.stores.root_store();
+        if !self.stores.trust(&root_store, &store_settings).admits() {
+            self.stand_by(step, &store_settings).await;
+            self.metrics.tick_took(started.elapsed());
+            return;
+        }
+        let before_put = Utc::now();
         let heartbeat_written = bounded(step, self.put_heartbeat()).await == Some(true);
+        let after_put = Utc::now();
         if !heartbeat_written {
             self.metrics.node.heartbeat_put_failures.inc();
         }
@@ -170,10 +206,15 @@ impl Node {
         let live_nodes = match bounded(step, self.root.list_heartbeats()).await {
             Some(Ok(heartbeats)) => {
                 let now = Utc::now();
+                if heartbeat_written
+                    && let Some(own) = heartbeats.iter().find(|h| h.path == self.heartbeat_path)
+                {
+                    self.sample_clock(before_put, after_put, own.last_modified);
+                }
                 let sightings = node_view(&heartbeats, now, self.settings().heartbeat_timeout);
                 bounded(step, self.delete_stale_heartbeats(&heartbeats, now)).await;
                 let owned = owned_tasks(&self.id, &self.offered, &sightings, &self.view);
-                self.reconcile(owned);
+                self.admit_and_reconcile(owned, &store_settings);
                 let others = sightings
                     .values()
                     .filter(|s| s.live && s.node_id != self.id)
@@ -192,8 +233,102 @@ impl Node {
         if live_nodes.is_none() {
             self.metrics.node.heartbeat_list_failures.inc();
         }
+        self.record_stores(&store_settings);
         self.publish(heartbeat_written, live_nodes);
         self.metrics.tick_took(started.elapsed());
+    }
+
+    /// A tick while the fleet root's store is unsafe (or not yet known):
+    /// no heartbeat, no tasks, the config still polled (an operator may
+    /// trust the store) and the check renewed when due.
+    async fn stand_by(&mut self, step: Duration, store_settings: &StoreSettings) {
+        if !self.config_read || self.last_poll.elapsed() >= self.settings().config_poll {
+            self.poll_config(step).await;
+        }
+        self.stores.refresh([], store_settings, self.skew_bound);
+        self.admit_and_reconcile(BTreeMap::new(), store_settings);
+        self.record_stores(store_settings);
+        self.publish(false, None);
+    }
+
+    /// Runs the owned tasks whose stores are safe or trusted; records the
+    /// others as refused (status shows why) and starts the checks of
+    /// stores not yet known.
+    fn admit_and_reconcile(
+        &mut self,
+        owned: BTreeMap<TaskKey, TaskSpec>,
+        store_settings: &StoreSettings,
+    ) {
+        self.stores.refresh(
+            owned.iter().map(|(key, spec)| written_url(key, spec)),
+            store_settings,
+            self.skew_bound,
+        );
+        let gate = &mut self.stores;
+        let admitted = admit(owned, |store| gate.trust(store, store_settings));
+        for key in &self.refused {
+            if !admitted.refused.contains_key(key) {
+                self.board.set_skip(key, None);
+            }
+        }
+        for (key, why) in &admitted.refused {
+            self.board.set_skip(key, Some(why.clone()));
+        }
+        self.refused = admitted.refused.into_keys().collect();
+        self.reconcile(admitted.run);
+    }
+
+    /// Each checked store's trust and skew, and this node's clock, into
+    /// the metrics.
+    fn record_stores(&mut self, store_settings: &StoreSettings) {
+        for (store, trust, skew) in self.stores.summary(store_settings) {
+            self.metrics.record_store(&store, trust_label(&trust), skew);
+        }
+        if let Some(clock) = self.clock_reading {
+            let stores = &self.metrics.stores;
+            stores.node_clock_skew.set(clock.skew_ms as f64 / 1000.0);
+            stores
+                .node_clock_beyond_bound
+                .set(i64::from(clock.beyond_bound()));
+        }
+    }
+
+    /// One heartbeat PUT's timing against the `LastModified` the store
+    /// gave it; the node's skew from the last few, logged when it is
+    /// certainly beyond the bound.
+    fn sample_clock(
+        &mut self,
+        before: chrono::DateTime<Utc>,
+        after: chrono::DateTime<Utc>,
+        last_modified: chrono::DateTime<Utc>,
+    ) {
+        if self.clock_samples.len() == CLOCK_SAMPLES {
+            self.clock_samples.pop_front();
+        }
+        self.clock_samples.push_back(ClockSample {
+            before,
+            after,
+            last_modified,
+        });
+        let samples: Vec<ClockSample> = self.clock_samples.iter().copied().collect();
+        let Some(skew) = clock_skew(&samples, Duration::from_secs(1), self.skew_bound) else {
+            return;
+        };
+        let reading = ClockReading {
+            skew_ms: (skew.seconds * 1000.0).round() as i64,
+            uncertainty_ms: (skew.uncertainty_seconds * 1000.0).round() as u64,
+            bound_ms: self.skew_bound.as_millis() as u64,
+        };
+        if reading.beyond_bound() && !self.clock_reading.is_some_and(|c| c.beyond_bound()) {
+            warn!(
+                "this machine's clock is {:+.1} s off the fleet root's store, beyond the {:.1} s \
+                 the fleet tolerates (GC min_age and heartbeat liveness compare the two): fix \
+                 its time sync",
+                -skew.seconds,
+                self.skew_bound.as_secs_f64()
+            );
+        }
+        self.clock_reading = Some(reading);
     }
 
     /// Re-reads the config, within `step`; a poll that cannot read the
@@ -203,6 +338,7 @@ impl Node {
         self.config_read = match bounded(step, self.poller.poll(&self.root)).await {
             Some(view) => {
                 self.view = view;
+                self.skew_bound = skew_bound_for(&self.view);
                 log_warnings(&self.view);
                 self.poller.read_root()
             }
@@ -254,6 +390,7 @@ impl Node {
         body.skipped = self.board.skipped();
         body.failing_compactions = self.board.failing_compactions();
         (body.outside_compactor_count, body.outside_compactors) = self.board.outside_compactors();
+        body.clock = self.clock_reading;
         let bytes = serde_json::to_vec(&body).expect("heartbeat bodies serialize");
         match self
             .root

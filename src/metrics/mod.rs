@@ -93,6 +93,17 @@ pub struct DecisionLabels {
     pub decision: String,
 }
 
+#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StoreLabels {
+    pub store: String,
+}
+
+#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StoreTrustLabels {
+    pub store: String,
+    pub trust: String,
+}
+
 type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
 /// Histogram buckets from 1 ms to about 4.4 minutes.
@@ -150,6 +161,21 @@ impl Default for PluginMetrics {
     }
 }
 
+/// The stores a node writes to, as their checks found them.
+#[derive(Default)]
+pub struct StoreMetrics {
+    /// 1 for the store's current trust (safe, trusted, unsafe,
+    /// unchecked), 0 for the others.
+    pub trust: Family<StoreTrustLabels, Gauge>,
+    /// The store's clock minus the checking machine's, from its check.
+    pub clock_skew: Family<StoreLabels, FloatGauge>,
+    /// This node's clock against the fleet root's, from its heartbeats.
+    pub node_clock_skew: FloatGauge,
+    /// 1 when this node's clock is certainly further from the root's
+    /// than the fleet tolerates.
+    pub node_clock_beyond_bound: Gauge,
+}
+
 /// Everything one node exports.
 pub struct Metrics {
     registry: Mutex<Registry>,
@@ -160,6 +186,7 @@ pub struct Metrics {
     pub tasks: TaskMetrics,
     pub mirror: MirrorMetrics,
     pub plugins: PluginMetrics,
+    pub stores: StoreMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -196,6 +223,7 @@ impl Metrics {
             tasks: TaskMetrics::default(),
             mirror: MirrorMetrics::default(),
             plugins: PluginMetrics::default(),
+            stores: StoreMetrics::default(),
         };
         metrics.register_all();
         metrics
@@ -296,6 +324,27 @@ impl Metrics {
             "Manifests and data objects retention deleted at destinations",
             m.pruned.clone(),
         );
+        let s = &self.stores;
+        r.register(
+            "sleet_store_trust",
+            "1 for each store's trust (safe, trusted, unsafe, unchecked): tasks write only to safe and trusted stores",
+            s.trust.clone(),
+        );
+        r.register(
+            "sleet_store_clock_skew_seconds",
+            "The store's clock minus the checking node's, from the store's latest check",
+            s.clock_skew.clone(),
+        );
+        r.register(
+            "sleet_node_clock_skew_seconds",
+            "The fleet root's clock minus this node's, from its heartbeats' LastModified",
+            s.node_clock_skew.clone(),
+        );
+        r.register(
+            "sleet_node_clock_beyond_bound",
+            "1 when this node's clock is certainly further from the fleet root's than the fleet tolerates",
+            s.node_clock_beyond_bound.clone(),
+        );
         let p = &self.plugins;
         r.register(
             "sleet_plugin_calls",
@@ -355,6 +404,27 @@ impl Metrics {
     }
 
     /// One service's task gauges: owned, and how many are in each state.
+    /// A store's trust (`safe`, `trusted`, `unsafe`, `unchecked`) and its
+    /// clock skew as its check measured it.
+    pub fn record_store(&self, store: &str, trust: &str, skew_seconds: Option<f64>) {
+        for state in ["safe", "trusted", "unsafe", "unchecked"] {
+            let labels = StoreTrustLabels {
+                store: store.to_string(),
+                trust: state.to_string(),
+            };
+            self.stores
+                .trust
+                .get_or_create(&labels)
+                .set(i64::from(state == trust));
+        }
+        if let Some(skew) = skew_seconds {
+            let labels = StoreLabels {
+                store: store.to_string(),
+            };
+            self.stores.clock_skew.get_or_create(&labels).set(skew);
+        }
+    }
+
     pub fn record_tasks(&self, service: &str, owned: usize, states: &[(&str, usize)]) {
         let labels = ServiceLabels {
             service: service.to_string(),

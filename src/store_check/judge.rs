@@ -42,25 +42,56 @@ pub struct RaceRound {
     pub errors: Vec<String>,
     /// Whether the key afterwards held the (one) winner's body.
     pub winner_kept: bool,
+    /// Whether the key afterwards held some writer's body.
+    pub someone_kept: bool,
 }
 
-/// A race passes when every round had exactly one winner, every other
-/// writer was refused, and the winner's body is what stayed.
-pub fn race(property: Property, writers: usize, rounds: &[RaceRound]) -> PropertyResult {
+impl RaceRound {
+    /// A round that proves nothing either way: an error, or no winner
+    /// while one writer's body stands, which is what a reply lost after
+    /// the store applied the PUT looks like (the client retries and is
+    /// refused by its own write). Only two winners prove a store wrong.
+    pub fn inconclusive(&self) -> bool {
+        self.wins <= 1 && (!self.errors.is_empty() || (self.wins == 0 && self.someone_kept))
+    }
+}
+
+/// A race passes when `required` rounds were conclusive, and in each
+/// exactly one writer won, every other was refused, and the winner's
+/// body is what stayed. Two winners in any round fail it.
+pub fn race(
+    property: Property,
+    writers: usize,
+    required: usize,
+    rounds: &[RaceRound],
+) -> PropertyResult {
     let wins: Vec<usize> = rounds.iter().map(|r| r.wins).collect();
     let errors: Vec<&String> = rounds.iter().flat_map(|r| &r.errors).collect();
     let detail = format!(
         "{} rounds of {writers} writers, winners per round {wins:?}",
         rounds.len()
     );
-    if let Some(first) = errors.first() {
+    if let Some(round) = rounds.iter().position(|r| r.wins > 1) {
         return PropertyResult::new(
             property,
             Outcome::Fail,
-            format!("{detail}; {} errors, first: {first}", errors.len()),
+            format!(
+                "{detail}; {} writers all won round {}: the store checks the condition and then \
+                 writes",
+                rounds[round].wins,
+                round + 1
+            ),
         );
     }
-    if rounds.iter().all(|r| r.unsupported == writers) {
+    let conclusive: Vec<&RaceRound> = rounds.iter().filter(|r| !r.inconclusive()).collect();
+    if conclusive.len() < required {
+        let why = errors.first().map_or_else(
+            || "a round had no winner while a writer's body stood (a lost reply?)".to_string(),
+            |e| format!("{} errors, first: {e}", errors.len()),
+        );
+        return PropertyResult::new(property, Outcome::Inconclusive, format!("{detail}; {why}"));
+    }
+    if conclusive.iter().all(|r| r.unsupported == writers) {
         // `file://` cannot update in place; SlateDB's GC boundary files
         // are off there. A store without create-only PUTs has no such
         // way out.
@@ -77,20 +108,14 @@ pub fn race(property: Property, writers: usize, rounds: &[RaceRound]) -> Propert
             ),
         };
     }
-    let bad = rounds
+    let bad = conclusive
         .iter()
         .position(|r| r.wins != 1 || r.refused + 1 != writers || !r.winner_kept);
     match bad {
         None => PropertyResult::new(property, Outcome::Pass, detail),
         Some(i) => {
-            let round = &rounds[i];
-            let why = if round.wins > 1 {
-                format!(
-                    "{} writers all won round {}: the store checks the condition and then writes",
-                    round.wins,
-                    i + 1
-                )
-            } else if round.wins == 0 {
+            let round = conclusive[i];
+            let why = if round.wins == 0 {
                 format!(
                     "no writer won round {}: the store refused every conditional PUT",
                     i + 1
@@ -236,6 +261,9 @@ pub fn clock(skew: Option<&ClockSkew>) -> PropertyResult {
 mod tests {
     use super::*;
 
+    /// The tests' races need one conclusive round.
+    const ROUNDS: usize = 1;
+
     fn round(wins: usize, refused: usize) -> RaceRound {
         RaceRound {
             wins,
@@ -247,21 +275,51 @@ mod tests {
 
     #[test]
     fn a_race_needs_one_winner_every_round() {
-        let ok = race(Property::AtomicCreate, 4, &[round(1, 3), round(1, 3)]);
+        let ok = race(Property::AtomicCreate, 4, 2, &[round(1, 3), round(1, 3)]);
         assert_eq!(ok.outcome, Outcome::Pass);
-        let lost = race(Property::AtomicCreate, 4, &[round(1, 3), round(3, 1)]);
+        let lost = race(
+            Property::AtomicCreate,
+            4,
+            ROUNDS,
+            &[round(1, 3), round(3, 1)],
+        );
         assert_eq!(lost.outcome, Outcome::Fail);
         assert!(
             lost.detail.contains("3 writers all won round 2"),
             "{}",
             lost.detail
         );
-        let none = race(Property::AtomicUpdate, 4, &[round(0, 4)]);
+        let none = race(Property::AtomicUpdate, 4, ROUNDS, &[round(0, 4)]);
         assert!(none.detail.contains("refused every"), "{}", none.detail);
+        let mut lost_reply = round(0, 4);
+        lost_reply.someone_kept = true;
+        assert_eq!(
+            race(Property::AtomicCreate, 4, ROUNDS, &[lost_reply]).outcome,
+            Outcome::Inconclusive
+        );
+        let failing = RaceRound {
+            errors: vec!["connection reset".into()],
+            ..round(1, 2)
+        };
+        assert_eq!(
+            race(
+                Property::AtomicCreate,
+                4,
+                ROUNDS,
+                std::slice::from_ref(&failing)
+            )
+            .outcome,
+            Outcome::Inconclusive
+        );
+        assert_eq!(
+            race(Property::AtomicCreate, 4, ROUNDS, &[failing, round(2, 2)]).outcome,
+            Outcome::Fail,
+            "two winners are proof whatever else happened"
+        );
         let mut overwritten = round(1, 3);
         overwritten.winner_kept = false;
         assert_eq!(
-            race(Property::AtomicUpdate, 4, &[overwritten]).outcome,
+            race(Property::AtomicUpdate, 4, ROUNDS, &[overwritten]).outcome,
             Outcome::Fail
         );
         let unsupported = RaceRound {
@@ -272,13 +330,14 @@ mod tests {
             race(
                 Property::AtomicUpdate,
                 4,
+                ROUNDS,
                 std::slice::from_ref(&unsupported)
             )
             .outcome,
             Outcome::NotApplicable
         );
         assert_eq!(
-            race(Property::AtomicCreate, 4, &[unsupported]).outcome,
+            race(Property::AtomicCreate, 4, ROUNDS, &[unsupported]).outcome,
             Outcome::Fail,
             "create-only PUTs are needed everywhere"
         );

@@ -27,7 +27,9 @@ use serde::{Deserialize, Serialize};
 mod judge;
 mod probes;
 
-pub use judge::{ClockSkew, skew_bound};
+pub use crate::store::store_id;
+
+pub use judge::{ClockSample, ClockSkew, clock_skew, skew_bound};
 
 /// Where the scratch objects of a check go, under the URL checked.
 pub const SCRATCH_DIR: &str = ".sleet-store-check";
@@ -174,6 +176,9 @@ pub enum Outcome {
     NotApplicable,
     /// Not run in this form of the check.
     Skipped,
+    /// Errors or lost replies left it unproven either way: a node checks
+    /// again rather than trust or refuse the store.
+    Inconclusive,
 }
 
 /// One property's result.
@@ -204,12 +209,17 @@ impl PropertyResult {
     pub fn is_unsafe(&self) -> bool {
         self.needed && self.outcome == Outcome::Fail
     }
+
+    /// A needed property neither proven nor disproven.
+    pub fn is_unproven(&self) -> bool {
+        self.needed && self.outcome == Outcome::Inconclusive
+    }
 }
 
 /// The result of checking one store.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StoreReport {
-    /// The store: `scheme://bucket` (see [`store_id`]).
+    /// The store: `scheme://bucket` (see [`crate::store::store_id`]).
     pub store: String,
     /// The URL whose scratch prefix the check wrote under.
     pub url: String,
@@ -233,36 +243,22 @@ impl StoreReport {
         self.properties.iter().filter(|p| p.is_unsafe()).collect()
     }
 
+    /// The needed properties left unproven: the store is not yet known
+    /// safe.
+    pub fn unproven_properties(&self) -> Vec<&PropertyResult> {
+        self.properties.iter().filter(|p| p.is_unproven()).collect()
+    }
+
     /// Whether every needed property held.
     pub fn safe(&self) -> bool {
-        self.unsafe_properties().is_empty()
+        self.properties
+            .iter()
+            .all(|p| !p.is_unsafe() && !p.is_unproven())
     }
 
     /// The result for `property`, if it was checked.
     pub fn property(&self, property: Property) -> Option<&PropertyResult> {
         self.properties.iter().find(|p| p.property == property)
-    }
-}
-
-/// The store a canonical URL lives in, as a short name: `s3://bucket`,
-/// `gs://bucket`, `az://container`, `http://host:port`, or `file://` and
-/// `memory://` for the machine's filesystem and the process's memory.
-/// Every URL of one store shares its properties, so a node checks each
-/// store once.
-pub fn store_id(canonical_url: &str) -> String {
-    let Ok(url) = url::Url::parse(canonical_url) else {
-        return canonical_url.to_string();
-    };
-    let scheme = match url.scheme() {
-        "s3a" => "s3",
-        "adl" | "azure" | "abfs" | "abfss" => "az",
-        other => other,
-    };
-    let host = url.host_str().unwrap_or("");
-    match (scheme, url.port()) {
-        ("file" | "memory", _) => format!("{scheme}://"),
-        (_, Some(port)) => format!("{scheme}://{host}:{port}"),
-        _ => format!("{scheme}://{host}"),
     }
 }
 
@@ -321,6 +317,7 @@ pub fn render_text(report: &StoreReport) -> String {
             Outcome::Fail => "warn",
             Outcome::NotApplicable => "n/a ",
             Outcome::Skipped => "skip",
+            Outcome::Inconclusive => "????",
         };
         out.push_str(&format!(
             "  {mark}  {:<30} {}\n",
@@ -329,6 +326,12 @@ pub fn render_text(report: &StoreReport) -> String {
         ));
     }
     for p in &report.properties {
+        if p.is_unproven() {
+            out.push_str(&format!(
+                "error: {} could not be proven either way; run the check again\n",
+                kebab(p.property)
+            ));
+        }
         if p.outcome == Outcome::Fail {
             out.push_str(&format!(
                 "{}: {} failed; it protects {}\n",
@@ -343,6 +346,8 @@ pub fn render_text(report: &StoreReport) -> String {
     }
     let verdict = if report.safe() {
         "safe for a sleet fleet"
+    } else if report.unsafe_properties().is_empty() {
+        "not proven safe for a sleet fleet"
     } else {
         "NOT safe for a sleet fleet"
     };
@@ -361,17 +366,6 @@ pub fn kebab(property: Property) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn store_ids_name_the_bucket_not_the_path() {
-        assert_eq!(store_id("s3://ops/fleet/root"), "s3://ops");
-        assert_eq!(store_id("s3a://ops/db"), "s3://ops");
-        assert_eq!(store_id("gs://b/x"), "gs://b");
-        assert_eq!(store_id("abfs://c/x"), "az://c");
-        assert_eq!(store_id("file:///srv/a"), "file://");
-        assert_eq!(store_id("memory:///x"), "memory://");
-        assert_eq!(store_id("http://127.0.0.1:8080/d"), "http://127.0.0.1:8080");
-    }
 
     #[tokio::test]
     async fn memory_passes_and_cleans_up() {

@@ -21,6 +21,10 @@ const LAST_MODIFIED_RESOLUTION: Duration = Duration::from_secs(1);
 /// The first part of the multipart upload: the smallest part S3 takes.
 const FIRST_PART: usize = 5 * 1024 * 1024;
 
+/// A race round that proves nothing (a lost reply, an error) is run again
+/// on a fresh key, at most this many times.
+const ROUND_ATTEMPTS: usize = 3;
+
 /// Writes timed for the clock, spread so that their truncated
 /// `LastModified` values fall at different places in their seconds.
 const CLOCK_SAMPLES: usize = 3;
@@ -106,7 +110,17 @@ impl Probes {
     async fn race(&self, property: Property) -> PropertyResult {
         let writers = self.options.writers;
         let mut rounds = Vec::with_capacity(self.options.rounds);
-        for round in 0..self.options.rounds {
+        // A round that proves nothing is run again on a fresh key, up to
+        // ROUND_ATTEMPTS times in a row.
+        let mut in_a_row = 0;
+        for round in 0.. {
+            let conclusive = rounds
+                .iter()
+                .filter(|r| !RaceRound::inconclusive(r))
+                .count();
+            if conclusive == self.options.rounds || in_a_row == ROUND_ATTEMPTS {
+                break;
+            }
             let key = self.key(&format!("{}-{round}", super::kebab(property)));
             let options = match property {
                 Property::AtomicUpdate => match self.store.put(&key, "v0".into()).await {
@@ -116,14 +130,21 @@ impl Probes {
                             errors: vec![format!("the first PUT of {key}: {e}")],
                             ..RaceRound::default()
                         });
-                        break;
+                        in_a_row += 1;
+                        continue;
                     }
                 },
                 _ => create(),
             };
-            rounds.push(self.race_round(&key, round, options).await);
+            let raced = self.race_round(&key, round, options).await;
+            in_a_row = if raced.inconclusive() {
+                in_a_row + 1
+            } else {
+                0
+            };
+            rounds.push(raced);
         }
-        judge::race(property, writers, &rounds)
+        judge::race(property, writers, self.options.rounds, &rounds)
     }
 
     async fn race_round(&self, key: &Path, round: usize, options: PutOptions) -> RaceRound {
@@ -145,6 +166,7 @@ impl Probes {
         });
         let mut tally = RaceRound::default();
         let mut winner = None;
+        let mut bodies = Vec::with_capacity(writers);
         for racer in futures::future::join_all(racers).await {
             let (body, outcome) = racer.unwrap_or_else(|e| {
                 (
@@ -152,6 +174,7 @@ impl Probes {
                     Attempt::Failed(format!("a racing writer panicked: {e}")),
                 )
             });
+            bodies.push(body.clone());
             match outcome {
                 Attempt::Won(_) => {
                     tally.wins += 1;
@@ -162,10 +185,9 @@ impl Probes {
                 Attempt::Failed(e) => tally.errors.push(e),
             }
         }
-        tally.winner_kept = match (&winner, self.read(key).await) {
-            (Some(body), Ok(read)) => &read == body,
-            _ => false,
-        };
+        let kept = self.read(key).await.ok();
+        tally.winner_kept = winner.is_some() && kept == winner;
+        tally.someone_kept = kept.is_some_and(|kept| bodies.contains(&kept));
         tally
     }
 
@@ -179,7 +201,7 @@ impl Probes {
         let key = self.key("exists");
         let property = Property::CreateOverExistingRefused;
         if let Err(e) = self.store.put(&key, "first".into()).await {
-            return PropertyResult::new(property, Outcome::Fail, format!("PUT {key}: {e}"));
+            return PropertyResult::new(property, Outcome::Inconclusive, format!("PUT {key}: {e}"));
         }
         let again = attempt(self.store.put_opts(&key, "second".into(), create()).await);
         let kept = self.read(&key).await.is_ok_and(|b| &b[..] == b"first");
@@ -197,7 +219,7 @@ impl Probes {
                 Outcome::Fail,
                 "the store does not offer create-only PUTs",
             ),
-            (Attempt::Failed(e), _) => PropertyResult::new(property, Outcome::Fail, e),
+            (Attempt::Failed(e), _) => PropertyResult::new(property, Outcome::Inconclusive, e),
         }
     }
 
@@ -231,6 +253,15 @@ impl Probes {
                     "the store does not update in place (If-Match)",
                 );
             }
+            // The store applied it, and the reply was lost: the client's
+            // retry was refused by its own write.
+            Attempt::Refused if self.read(&existing).await.is_ok_and(|b| &b[..] == b"two") => {
+                return PropertyResult::new(
+                    property,
+                    Outcome::Inconclusive,
+                    "a compare-and-swap PUT was applied but reported refused (a lost reply?)",
+                );
+            }
             Attempt::Refused => {
                 return PropertyResult::new(
                     property,
@@ -242,7 +273,7 @@ impl Probes {
                     ),
                 );
             }
-            Attempt::Failed(e) => return PropertyResult::new(property, Outcome::Fail, e),
+            Attempt::Failed(e) => return PropertyResult::new(property, Outcome::Inconclusive, e),
         };
         let stale = attempt(
             self.store
@@ -276,7 +307,7 @@ impl Probes {
                     "refused (not found) for a missing key, and for a replaced ETag",
                 )
             }
-            (Attempt::Failed(e), false) => PropertyResult::new(property, Outcome::Fail, e),
+            (Attempt::Failed(e), false) => PropertyResult::new(property, Outcome::Inconclusive, e),
             _ => PropertyResult::new(
                 property,
                 Outcome::Fail,
@@ -292,6 +323,8 @@ impl Probes {
         let mut samples = Vec::new();
         let mut last_put = None;
         let mut failure = None;
+        // Errors prove nothing either way; a wrong read does.
+        let mut unreached = None;
         for sample in 0..CLOCK_SAMPLES {
             if sample > 0 {
                 tokio::time::sleep(CLOCK_SAMPLE_GAP).await;
@@ -303,7 +336,7 @@ impl Probes {
             let (put, head) = match put {
                 Ok(put) => (put, self.store.head(&key).await),
                 Err(e) => {
-                    failure = Some(format!("PUT {key}: {e}"));
+                    unreached = Some(format!("PUT {key}: {e}"));
                     break;
                 }
             };
@@ -324,16 +357,27 @@ impl Probes {
                     break;
                 }
                 (Err(e), _) | (_, Err(e)) => {
-                    failure = Some(format!("read {key} after writing it: {e}"));
+                    unreached = Some(format!("read {key} after writing it: {e}"));
                     break;
                 }
             }
             last_put = Some(put);
         }
-        let etags = match (&failure, last_put) {
-            (None, Some(put)) => judge::etags(&self.seen_etags(&key, put).await),
-            _ => PropertyResult::new(Property::Etag, Outcome::Fail, "no object to compare"),
+        let etags = match (&failure, &unreached, last_put) {
+            (None, None, Some(put)) => match self.seen_etags(&key, put).await {
+                Ok(seen) => judge::etags(&seen),
+                Err(e) => PropertyResult::new(Property::Etag, Outcome::Inconclusive, e),
+            },
+            _ => PropertyResult::new(
+                Property::Etag,
+                Outcome::Inconclusive,
+                "no object to compare",
+            ),
         };
+        if let Some(why) = unreached {
+            let read = PropertyResult::new(Property::ReadAfterWrite, Outcome::Inconclusive, why);
+            return (read, etags, samples);
+        }
         if failure.is_none() {
             let deleted = self.store.delete(&key).await;
             if deleted.is_err() || self.store.head(&key).await.is_ok() {
@@ -351,28 +395,26 @@ impl Probes {
         (read, etags, samples)
     }
 
-    async fn seen_etags(&self, key: &Path, put: PutResult) -> SeenEtags {
-        let head = self.store.head(key).await.ok().and_then(|m| m.e_tag);
-        let get = match self.store.get(key).await {
-            Ok(got) => got.meta.e_tag.clone(),
-            Err(_) => None,
-        };
+    async fn seen_etags(&self, key: &Path, put: PutResult) -> Result<SeenEtags, String> {
+        let unreached = |e: object_store::Error| e.to_string();
+        let head = self.store.head(key).await.map_err(unreached)?.e_tag;
+        let get = self.store.get(key).await.map_err(unreached)?.meta.e_tag;
         let listed: Vec<_> = self
             .store
             .list(Some(&self.scratch))
             .try_collect()
             .await
-            .unwrap_or_default();
+            .map_err(unreached)?;
         let list = listed
             .into_iter()
             .find(|m| &m.location == key)
             .and_then(|m| m.e_tag);
-        SeenEtags {
+        Ok(SeenEtags {
             put: put.e_tag,
             head,
             get,
             list,
-        }
+        })
     }
 
     /// Three objects listed at once after their PUTs, and one gone from

@@ -35,7 +35,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("config", &["config"]),
-    ("fleet state", &["database", "root"]),
+    ("fleet state", &["database", "root", "store_trust"]),
     ("plugin wing", &["plugin"]),
     (
         "work",

@@ -74,6 +74,8 @@ pub struct FaultCounts {
     /// Server-side copy requests (`x-amz-copy-source`) seen, whatever
     /// their fate.
     pub copy_requests: AtomicU64,
+    /// Requests under a store check's scratch prefix.
+    pub store_check_requests: AtomicU64,
 }
 
 impl FaultCounts {
@@ -280,6 +282,13 @@ impl Forward {
         counts.requests.fetch_add(1, Ordering::Relaxed);
         if request.headers().contains_key("x-amz-copy-source") {
             counts.copy_requests.fetch_add(1, Ordering::Relaxed);
+        }
+        if request
+            .uri()
+            .to_string()
+            .contains(sleet::store_check::SCRATCH_DIR)
+        {
+            counts.store_check_requests.fetch_add(1, Ordering::Relaxed);
         }
         if self.faults.cut_off.load(Ordering::Relaxed) {
             counts.cut_off.fetch_add(1, Ordering::Relaxed);
