@@ -140,7 +140,7 @@ impl Node {
         copiers.node_id = options.node_id.clone();
         // Nothing is written to the root before its store is known.
         let skew_bound = skew_bound_for(&view);
-        let mut stores = StoreGate::new(root.clone());
+        let mut stores = StoreGate::new(root.clone(), options.opener.clone());
         stores.refresh([], &view.fleet.stores.resolve(), skew_bound);
         stores
             .settle(view.fleet.node.resolve().heartbeat_timeout)
@@ -206,13 +206,18 @@ impl Node {
         let live_nodes = match bounded(step, self.root.list_heartbeats()).await {
             Some(Ok(heartbeats)) => {
                 let now = Utc::now();
+                // The store's clock, from the heartbeat just written, judges
+                // which heartbeats are dead: a node whose own clock runs
+                // ahead must not delete live ones (its own among them).
+                let mut store_now = now;
                 if heartbeat_written
                     && let Some(own) = heartbeats.iter().find(|h| h.path == self.heartbeat_path)
                 {
                     self.sample_clock(before_put, after_put, own.last_modified);
+                    store_now = own.last_modified;
                 }
                 let sightings = node_view(&heartbeats, now, self.settings().heartbeat_timeout);
-                bounded(step, self.delete_stale_heartbeats(&heartbeats, now)).await;
+                bounded(step, self.delete_stale_heartbeats(&heartbeats, store_now)).await;
                 let owned = owned_tasks(&self.id, &self.offered, &sightings, &self.view);
                 self.admit_and_reconcile(owned, &store_settings);
                 let others = sightings
@@ -407,7 +412,8 @@ impl Node {
     }
 
     /// Deletes this node's heartbeats under old names (it changed roles)
-    /// and anyone's heartbeat dead for ten timeouts.
+    /// and anyone's heartbeat dead for ten timeouts at `now` (the store's
+    /// time where the node could read it). Never its own current one.
     async fn delete_stale_heartbeats(
         &self,
         heartbeats: &[HeartbeatObject],
@@ -417,7 +423,7 @@ impl Node {
         for hb in heartbeats {
             let age = (now - hb.last_modified).to_std().unwrap_or_default();
             let renamed = hb.node_id == self.id && hb.path != self.heartbeat_path;
-            if !renamed && age < dead_after {
+            if hb.path == self.heartbeat_path || (!renamed && age < dead_after) {
                 continue;
             }
             match self.root.store().delete(&hb.path).await {

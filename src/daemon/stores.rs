@@ -17,6 +17,7 @@ use object_store::path::Path;
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
+use super::options::DatabaseOpener;
 use super::owned::{TaskKey, TaskSpec, TaskWork};
 use crate::config::StoreSettings;
 use crate::root::FleetRoot;
@@ -74,6 +75,8 @@ pub fn admit(owned: BTreeMap<TaskKey, TaskSpec>, mut trust: impl FnMut(&str) -> 
 /// The latest report per store, and the checks under way.
 pub(super) struct StoreGate {
     root: FleetRoot,
+    /// Opens a store as the node's tasks will (tests point it at theirs).
+    opener: DatabaseOpener,
     reports: HashMap<String, StoreReport>,
     checks: JoinSet<(String, Option<StoreReport>)>,
     checking: HashMap<String, ()>,
@@ -85,9 +88,10 @@ pub(super) struct StoreGate {
 const MAX_CONCURRENT_CHECKS: usize = 4;
 
 impl StoreGate {
-    pub fn new(root: FleetRoot) -> StoreGate {
+    pub fn new(root: FleetRoot, opener: DatabaseOpener) -> StoreGate {
         StoreGate {
             root,
+            opener,
             reports: HashMap::new(),
             checks: JoinSet::new(),
             checking: HashMap::new(),
@@ -157,14 +161,14 @@ impl StoreGate {
         }
     }
 
-    /// The store at `url`, and the URL's path in it. The root's store is
-    /// the root's own client (so a test's counting store sees the check).
+    /// The store at `url`, and the URL's path in it, opened as the tasks
+    /// that write there open it; the root's is the root's own client.
     fn open(&self, store: &str, url: &str) -> Option<(Arc<dyn ObjectStore>, Path)> {
         if *store == self.root_store() && url == self.root.url() {
             return Some((self.root.store().clone(), self.root.prefix().clone()));
         }
-        match crate::store::open_url(url) {
-            Ok(opened) => Some(opened),
+        match (self.opener)(url) {
+            Ok(handle) => Some((handle.store().clone(), handle.path().clone())),
             Err(e) => {
                 warn!(%store, "cannot open {url} to check its store: {e}");
                 None

@@ -496,3 +496,58 @@ async fn a_recorded_check_is_reused_by_the_next_node_and_renewed_when_it_expires
         "safe"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_clock_is_off_the_stores_says_so_in_status() {
+    let Some(library) = crate::s3_chaos::faketime_library() else {
+        assert!(
+            std::env::var_os("SLEET_REQUIRE_S3").is_none(),
+            "scripts/test needs Debian's faketime (.ci/run installs it)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root_dir = dir.path().join("root");
+    std::fs::create_dir_all(&root_dir).unwrap();
+    std::fs::write(root_dir.join("sleet.toml"), QUICK_NODE).unwrap();
+    let root = format!("file://{}", root_dir.display());
+    let log = std::fs::File::create(dir.path().join("n1.log")).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sleet"))
+        .args(["run", &root, "--node-id", "n1"])
+        .env("LD_PRELOAD", library)
+        .env("FAKETIME", "+30s")
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let skewed = crate::cluster::poll_until(Duration::from_secs(30), "the skew reported", || {
+        let root = root.clone();
+        async move {
+            let status = tokio::task::spawn_blocking(move || {
+                json(&ok(sleet(&["status", &root, "--format", "json"])))
+            })
+            .await
+            .unwrap();
+            warnings(&status)
+                .iter()
+                .any(|w| w.starts_with("n1's clock is +"))
+                .then_some(status)
+        }
+    })
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let clock = &skewed["nodes"][0]["clock"];
+    let skew_ms = clock["skew_ms"].as_i64().unwrap();
+    assert!((skew_ms + 30_000).abs() < 1_500, "{clock}");
+    assert_eq!(clock["bound_ms"], 1350, "min(3 s - 0.3 s, 5 m) / 2");
+    let warning = warnings(&skewed)
+        .into_iter()
+        .find(|w| w.starts_with("n1's clock"))
+        .unwrap();
+    assert!(
+        warning.contains("beyond the 1.4 s the fleet tolerates"),
+        "{warning}"
+    );
+}
