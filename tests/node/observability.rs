@@ -256,6 +256,15 @@ async fn prometheus_scrapes_a_mirroring_node_and_probes_tell_live_from_ready() {
         "{exposition}"
     );
     assert!(mirror_series <= 11, "{exposition}");
+    // The stores the node writes to were checked before it wrote, and
+    // are safe.
+    assert!(
+        exposition
+            .lines()
+            .any(|l| l.starts_with("sleet_store_trust{store=\"s3://")
+                && l.contains("trust=\"safe\"} 1")),
+        "{exposition}"
+    );
 
     // Cut off from the store: not ready, still live.
     proxy.faults.cut_off(true);
