@@ -61,6 +61,12 @@ pub enum Error {
         "{store} is not proven safe for a sleet fleet: {failed} needed properties failed or could not be proven"
     )]
     UnsafeStore { store: String, failed: usize },
+    #[error(
+        "mirror destinations would collide: {users} all map to {destination}; give each database \
+         its own destination (a target's source_prefix), or write this database's registry file \
+         with the target disabled"
+    )]
+    SharedDestination { destination: String, users: String },
     #[error(transparent)]
     StoreTrust(#[from] crate::store_trust::Error),
     #[error("{failed} of {total} config files have problems")]

@@ -115,6 +115,9 @@ impl Fleet {
     /// existing registration is left as it is (`created == false`). Reads
     /// nothing of the database: [`Fleet::check_database`] does.
     ///
+    /// A database whose mirror targets would copy it where a registered
+    /// database already goes is refused ([`Error::SharedDestination`]).
+    ///
     /// A registration is a create-only PUT, so the root's store is proven
     /// first: its recorded check (see `sleet store check`) is reused while
     /// fresh, else the short check runs and is recorded. A store that
@@ -135,7 +138,33 @@ impl Fleet {
             store_trust::skew_bound_for(&view),
         )
         .await?;
+        if !view.fleet.database.mirror.targets.is_empty() {
+            self.refuse_shared_destination(database_url).await?;
+        }
         self.root.register(database_url).await
+    }
+
+    /// Refuses a new registration whose mirror destinations another
+    /// registered database already copies to.
+    async fn refuse_shared_destination(&self, database_url: &str) -> Result<(), Error> {
+        let url = registry::canonicalize_database_url(database_url)?;
+        let mut view = root::ConfigPoller::new().poll(&self.root).await;
+        if view.databases.contains_key(&url) {
+            return Ok(());
+        }
+        view.databases
+            .insert(url.clone(), config::DatabaseConfig::default());
+        let shared = mirror::target::shared_destinations(&view);
+        match shared
+            .into_iter()
+            .find(|(_, users)| users.iter().any(|(database, _)| *database == url))
+        {
+            Some((destination, users)) => Err(Error::SharedDestination {
+                destination,
+                users: mirror::target::describe_users(&users),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Reads a database (with store options from the environment) and

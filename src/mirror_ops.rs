@@ -92,6 +92,19 @@ pub async fn sync_once(
                 format!(" (config problems: {})", view.warnings.join("; "))
             },
         })?;
+    if let Some(users) = crate::mirror::target::shared_destinations(&view).get(&target.destination)
+    {
+        let others: Vec<(String, String)> = users
+            .iter()
+            .filter(|(db, t)| !(*db == database && t == target.name))
+            .cloned()
+            .collect();
+        return Err(crate::mirror::MirrorError::DestinationShared {
+            destination: target.destination.clone(),
+            others: crate::mirror::target::describe_users(&others),
+        }
+        .into());
+    }
     // The destination's store is proven (or its recorded check reused)
     // before the pass writes there, as a node's would be.
     let (store, base) =

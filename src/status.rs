@@ -65,6 +65,7 @@ pub async fn fleet_status(
     let sightings = node_view(&heartbeats, now, timeout);
     let bodies = read_bodies(root, &sightings).await;
     let mut status = derive_status(&view, &sightings, &bodies);
+    status.warnings.extend(collision_warnings(&view));
     add_stores(&mut status, root, &view, now).await;
     if options.compactions {
         add_queues(&mut status).await;
@@ -183,29 +184,31 @@ async fn probe_lag(mirror: &mut MirrorStatus) -> Result<(), String> {
 /// Destinations shared by several (database, target) pairs, or equal to a
 /// registered database: either way their history would fork.
 fn destination_warnings(mirrors: &[MirrorStatus], view: &FleetView) -> Vec<String> {
-    let mut by_destination: BTreeMap<&str, Vec<&MirrorStatus>> = BTreeMap::new();
-    for m in mirrors {
-        by_destination.entry(&m.destination).or_default().push(m);
-    }
-    let mut warnings = Vec::new();
-    for (destination, users) in by_destination {
-        if users.len() > 1 {
-            let who: Vec<String> = users
-                .iter()
-                .map(|m| format!("{} target {}", m.database, m.target))
-                .collect();
-            warnings.push(format!(
-                "mirror destinations collide: {} all map to {destination}",
-                who.join(" and ")
-            ));
-        }
-        if view.databases.contains_key(destination) {
-            warnings.push(format!(
-                "mirror destination {destination} is itself a registered database; its services will fork the mirror's history"
-            ));
-        }
-    }
-    warnings
+    let destinations: std::collections::BTreeSet<&str> =
+        mirrors.iter().map(|m| m.destination.as_str()).collect();
+    destinations
+        .into_iter()
+        .filter(|destination| view.databases.contains_key(*destination))
+        .map(|destination| format!(
+            "mirror destination {destination} is itself a registered database; its services will fork the mirror's history"
+        ))
+        .collect()
+}
+
+/// Destinations more than one (database, target) copies to: none of
+/// their passes runs (every node refuses them), and status says so
+/// whether or not `--mirrors` is asked for.
+fn collision_warnings(view: &FleetView) -> Vec<String> {
+    crate::mirror::target::shared_destinations(view)
+        .into_iter()
+        .map(|(destination, users)| {
+            format!(
+                "mirror destinations collide: {} all map to {destination}; none of them runs \
+                 until each database has its own destination",
+                crate::mirror::target::describe_users(&users)
+            )
+        })
+        .collect()
 }
 
 /// Reads each database's `.compactions` queue; failures become warnings.
@@ -729,29 +732,39 @@ mod tests {
 
     #[test]
     fn colliding_and_registered_destinations_warn() {
+        let fleet = crate::config::parse_fleet_config(
+            "[database.mirror.targets.dr]\nurl = \"s3://dr/x\"\n",
+        )
+        .unwrap();
         let view = FleetView {
-            databases: [("s3://b/db2".to_string(), DatabaseConfig::default())].into(),
-            ..FleetView::default()
+            databases: [
+                ("s3://b/db1".to_string(), DatabaseConfig::default()),
+                ("s3://b/db3".to_string(), DatabaseConfig::default()),
+            ]
+            .into(),
+            fleet,
+            warnings: vec![],
         };
+        assert_eq!(
+            collision_warnings(&view),
+            [
+                "mirror destinations collide: s3://b/db1 target dr and s3://b/db3 target dr all map to s3://dr/x; none of them runs until each database has its own destination"
+            ]
+        );
         let mirror = |db: &str, target: &str, dest: &str| MirrorStatus {
             database: db.into(),
             target: target.into(),
             destination: dest.into(),
             ..MirrorStatus::default()
         };
-        let warnings = destination_warnings(
-            &[
-                mirror("s3://b/db1", "dr", "s3://dr/x"),
-                mirror("s3://b/db3", "dr", "s3://dr/x"),
-                mirror("s3://b/db1", "loop", "s3://b/db2"),
-            ],
-            &view,
-        );
+        let registered = FleetView {
+            databases: [("s3://b/db2".to_string(), DatabaseConfig::default())].into(),
+            ..FleetView::default()
+        };
         assert_eq!(
-            warnings,
+            destination_warnings(&[mirror("s3://b/db1", "loop", "s3://b/db2")], &registered),
             [
-                "mirror destination s3://b/db2 is itself a registered database; its services will fork the mirror's history",
-                "mirror destinations collide: s3://b/db1 target dr and s3://b/db3 target dr all map to s3://dr/x",
+                "mirror destination s3://b/db2 is itself a registered database; its services will fork the mirror's history"
             ]
         );
     }

@@ -236,7 +236,10 @@ fn render_restore(r: &MirrorRestoreResponse) -> String {
 }
 
 fn render_verify(r: &VerifyReport) -> String {
-    let mut out = String::new();
+    let mut out = match &r.source {
+        Some(source) => format!("mirror of {source}\n"),
+        None => "note: no sleet-mirror-source.json yet (the next pass records its source)\n".into(),
+    };
     for problem in &r.problems {
         out.push_str(&format!("problem: {problem}\n"));
     }

@@ -74,6 +74,7 @@ pub fn owned_tasks(
         services: offered,
     });
     let hash = view.fleet.node.resolve().placement_hash;
+    let shared = std::cell::OnceCell::new();
     let mut owned = BTreeMap::new();
     for (url, file) in &view.databases {
         let settings = view.fleet.resolve_database(file);
@@ -81,7 +82,8 @@ pub fn owned_tasks(
             if !assignment.owners.iter().any(|o| o == node_id) {
                 continue;
             }
-            if let Some(work) = task_spec(&assignment, url, &settings, view) {
+            let shared = || shared.get_or_init(|| crate::mirror::target::shared_destinations(view));
+            if let Some(work) = task_spec(&assignment, url, &settings, view, shared) {
                 let spec = TaskSpec {
                     hooks: crate::hooks::specs(assignment.service, &settings, &view.fleet),
                     work,
@@ -119,11 +121,15 @@ fn compaction_code_spec(
     }
 }
 
-pub(super) fn task_spec(
+/// What one assignment runs. `shared` gives the destinations more than
+/// one (database, target) copies to (computed only when a mirror task
+/// asks).
+pub(super) fn task_spec<'a>(
     assignment: &Assignment,
     database: &str,
     settings: &DatabaseSettings,
     view: &FleetView,
+    shared: impl FnOnce() -> &'a BTreeMap<String, Vec<(String, String)>>,
 ) -> Option<TaskWork> {
     let service = |spec| Some(TaskWork::Service(spec));
     match assignment.service {
@@ -150,8 +156,19 @@ pub(super) fn task_spec(
             let target = applied_targets(database, settings)
                 .into_iter()
                 .find(|t| t.name == name)?;
+            let shared_with = shared()
+                .get(&target.destination)
+                .map(|users| {
+                    users
+                        .iter()
+                        .filter(|(db, t)| !(db == database && t == name))
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
             Some(TaskWork::Mirror(MirrorSpec {
                 target: name.to_string(),
+                shared_with,
                 destination_registered: view.databases.contains_key(&target.destination),
                 destination: target.destination,
                 limits: crate::mirror::target::target_limits(&view.fleet, target.settings),
@@ -292,6 +309,13 @@ mod tests {
             target: target.map(str::to_string),
             owners: vec![],
         };
-        task_spec(&assignment, "s3://b/db", settings, &FleetView::default())
+        let none = BTreeMap::new();
+        task_spec(
+            &assignment,
+            "s3://b/db",
+            settings,
+            &FleetView::default(),
+            || &none,
+        )
     }
 }

@@ -351,7 +351,15 @@ mod tests {
             target: None,
             owners: vec![],
         };
-        task_spec(&assignment, "s3://b/db", &settings, &FleetView::default()).unwrap()
+        let none = std::collections::BTreeMap::new();
+        task_spec(
+            &assignment,
+            "s3://b/db",
+            &settings,
+            &FleetView::default(),
+            || &none,
+        )
+        .unwrap()
     }
 
     #[tokio::test(start_paused = true)]

@@ -4,6 +4,7 @@
 pub mod io;
 pub mod lag;
 pub mod layout;
+pub mod owner;
 pub mod pass;
 pub mod points;
 pub mod proof;
@@ -85,6 +86,33 @@ pub enum MirrorError {
     /// A hook failed the pass, or could not answer.
     #[error("{0}")]
     Hook(String),
+    #[error(
+        "mirror destination {destination} belongs to {owner} (its sleet-mirror-source.json \
+         says so); {source_url} cannot mirror there: give each database its own destination \
+         (a target's source_prefix, or a url per database)"
+    )]
+    DestinationOwned {
+        destination: String,
+        owner: String,
+        source_url: String,
+    },
+    #[error(
+        "mirror destination {destination} holds manifests but no sleet-mirror-source.json, and \
+         cannot be proven to be {source_url}'s: {why}; mirror into a fresh destination, or, once you \
+         have checked it is this source's, write sleet-mirror-source.json there (docs/mirroring.md)"
+    )]
+    DestinationUnproven {
+        destination: String,
+        source_url: String,
+        why: String,
+    },
+    #[error("mirror destination {destination}: sleet-mirror-source.json is unreadable: {why}")]
+    OwnerUnreadable { destination: String, why: String },
+    #[error(
+        "mirror destination {destination} is also where {others} mirror to; neither runs until \
+         each database has its own destination"
+    )]
+    DestinationShared { destination: String, others: String },
     #[error("cancelled")]
     Cancelled,
 }

@@ -161,6 +161,8 @@ impl MirrorPair {
         check_source(self.source.url(), &latest)?;
         if let Some(w) = &watermark {
             if w.id() > latest.id() {
+                // Another source's destination says whose it is.
+                super::owner::claim(&self.destination, &self.source, &self.target).await?;
                 return Err(self.diverged(w.id(), latest.id()));
             }
             if w.id() == latest.id() && !self.deep_check.due() {
@@ -171,6 +173,9 @@ impl MirrorPair {
                 }));
             }
         }
+        // Nothing is copied, repaired or committed into a destination
+        // not proven this source's.
+        super::owner::claim(&self.destination, &self.source, &self.target).await?;
         let closure = match self.closure(latest).await? {
             Ok(closure) => closure,
             Err(reason) => return Ok(Attempt::Restart(reason)),

@@ -75,6 +75,21 @@ impl MirrorPair {
         min_age: Duration,
         now: DateTime<Utc>,
     ) -> Result<PruneReport, MirrorError> {
+        // Only a destination proven this source's is pruned.
+        match super::owner::judge(
+            super::owner::read(&self.destination).await?.as_ref(),
+            self.source.url(),
+        ) {
+            super::owner::Ownership::Theirs(owner) => {
+                return Err(MirrorError::DestinationOwned {
+                    destination: self.destination.url().to_string(),
+                    owner,
+                    source_url: self.source.url().to_string(),
+                });
+            }
+            super::owner::Ownership::Ours => {}
+            super::owner::Ownership::Unclaimed => return Ok(PruneReport::default()),
+        }
         let destination = self.destination.root();
         // List the destination before reading the source: anything a pass
         // commits after these listings references objects the source

@@ -66,6 +66,9 @@ pub struct MirrorSpec {
     pub settings: MirrorTargetSettings,
     /// The destination is itself a registered database: refused, loudly.
     pub destination_registered: bool,
+    /// Other (database, target) pairs with the same destination: then
+    /// none of them runs.
+    pub shared_with: Vec<(String, String)>,
     /// What the operator grants the target's copier plugin.
     pub limits: crate::config::PluginLimits,
 }
@@ -204,6 +207,12 @@ pub async fn run_mirror_task(
     hooks: &PassHooks,
     cancel: &CancellationToken,
 ) -> Result<(), MirrorError> {
+    if !spec.shared_with.is_empty() {
+        return Err(MirrorError::DestinationShared {
+            destination: spec.destination.clone(),
+            others: crate::mirror::target::describe_users(&spec.shared_with),
+        });
+    }
     if spec.destination_registered {
         return Err(MirrorError::DestinationRegistered {
             destination: spec.destination.clone(),

@@ -14,6 +14,40 @@ pub struct AppliedTarget<'a> {
     pub settings: &'a MirrorTargetSettings,
 }
 
+/// Where two or more (database, target) pairs copy to the same place:
+/// each such destination with its users, sorted. Mirror passes into one
+/// destination from two databases would overwrite each other, so none of
+/// them runs, and `register` and `status` say so.
+pub fn shared_destinations(
+    view: &crate::root::FleetView,
+) -> std::collections::BTreeMap<String, Vec<(String, String)>> {
+    let mut users: std::collections::BTreeMap<String, Vec<(String, String)>> =
+        std::collections::BTreeMap::new();
+    for (database, file) in &view.databases {
+        let settings = view.fleet.resolve_database(file);
+        if !settings.services.contains(&crate::service::Service::Mirror) {
+            continue;
+        }
+        for target in applied_targets(database, &settings) {
+            users
+                .entry(target.destination)
+                .or_default()
+                .push((database.clone(), target.name.to_string()));
+        }
+    }
+    users.retain(|_, users| users.len() > 1);
+    users
+}
+
+/// `a target dr and b target dr`, for messages.
+pub fn describe_users(users: &[(String, String)]) -> String {
+    users
+        .iter()
+        .map(|(database, target)| format!("{database} target {target}"))
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
 /// The limits a target's copier runs under: its plugin's grants, or the
 /// defaults for built-in copiers (which ignore them).
 pub fn target_limits(fleet: &FleetConfig, settings: &MirrorTargetSettings) -> PluginLimits {

@@ -20,6 +20,11 @@ use crate::database::DatabaseHandle;
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct VerifyReport {
     pub url: String,
+    /// The source database the destination belongs to, from its
+    /// `sleet-mirror-source.json` (absent for a destination no pass of
+    /// this release has claimed yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// The destination's latest manifest id.
     pub latest_manifest: Option<u64>,
     /// The newest restore point: below the latest manifest while a pass
@@ -48,6 +53,10 @@ pub async fn verify_tracked(
         url: target.url().to_string(),
         ..VerifyReport::default()
     };
+    match super::owner::read(target).await {
+        Ok(owner) => report.source = owner.map(|o| o.source),
+        Err(e) => report.problems.push(e.to_string()),
+    }
     let listed: BTreeMap<u64, u64> = list_sizes(&root, MANIFEST_DIR)
         .await?
         .into_iter()
@@ -100,10 +109,49 @@ pub async fn verify_tracked(
             missing_pins(&pins, latest)
         ));
     }
+    report.problems.extend(history_breaks(&manifests));
     report.manifests_checked = manifests.len() as u64;
     report.objects_checked = needed.len() as u64;
     report.problems.extend(closure_problems(&needed, &sizes));
     Ok(report)
+}
+
+/// One database's manifests never go back: its writer and compactor
+/// epochs and its WAL position only grow with the manifest id. A
+/// destination whose manifests go back holds more than one database's
+/// history (two sources mirrored into it, or a writer opened on it).
+pub fn history_breaks(manifests: &BTreeMap<u64, VersionedManifest>) -> Vec<String> {
+    let mut breaks = Vec::new();
+    for ((&before_id, before), (&after_id, after)) in manifests.iter().zip(manifests.iter().skip(1))
+    {
+        for (what, was, is) in [
+            ("writer epoch", before.writer_epoch(), after.writer_epoch()),
+            (
+                "compactor epoch",
+                before.compactor_epoch(),
+                after.compactor_epoch(),
+            ),
+            (
+                "next WAL id",
+                before.next_wal_sst_id(),
+                after.next_wal_sst_id(),
+            ),
+            (
+                "WAL replay point",
+                before.replay_after_wal_id(),
+                after.replay_after_wal_id(),
+            ),
+        ] {
+            if is < was {
+                breaks.push(format!(
+                    "manifest {after_id} goes back from manifest {before_id} ({what} {was} to \
+                     {is}): the destination holds more than one database's history"
+                ));
+                break;
+            }
+        }
+    }
+    breaks
 }
 
 /// The manifests `id` pins that the destination lacks, for a message
