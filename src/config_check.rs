@@ -94,3 +94,57 @@ pub fn check_files(files: &[PathBuf], fleet: Option<&Path>) -> CheckReport {
     }
     report
 }
+
+/// [`check_files`], then the files laid over the fleet at `root` (its
+/// `sleet.toml` unless one is among `files`, and its registry with the
+/// given registry files in place): a mirror destination two databases
+/// would share is an error on the file that makes it so (the
+/// `sleet.toml`, else an involved registry file, else the root).
+pub async fn check_files_against_root(
+    files: &[PathBuf],
+    fleet: Option<&Path>,
+    root: &crate::root::FleetRoot,
+) -> CheckReport {
+    let mut report = check_files(files, fleet);
+    let mut view = crate::root::ConfigPoller::new().poll(root).await;
+    let fleet_file = fleet
+        .map(Path::to_path_buf)
+        .or_else(|| files.iter().find(|f| is_fleet_file(f)).cloned());
+    if let Some(path) = &fleet_file {
+        match check_fleet(path) {
+            Ok(config) => view.fleet = config,
+            Err(_) => return report,
+        }
+    }
+    let mut given = std::collections::BTreeMap::new();
+    for file in files.iter().filter(|f| !is_fleet_file(f)) {
+        let name = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let (Some(url), Ok(text)) = (crate::registry::parse_file_name(name), read(file)) else {
+            continue;
+        };
+        if let Ok(config) = parse_database_config(&view.fleet, &text) {
+            view.databases.insert(url.clone(), config);
+            given.insert(url, file.clone());
+        }
+    }
+    for (destination, users) in crate::mirror::target::shared_destinations(&view) {
+        let blamed = fleet_file
+            .clone()
+            .or_else(|| users.iter().find_map(|(db, _)| given.get(db).cloned()))
+            .unwrap_or_else(|| PathBuf::from(root.url()));
+        let problem = format!(
+            "mirror destinations collide in {}: {} all map to {destination}",
+            root.url(),
+            crate::mirror::target::describe_users(&users)
+        );
+        match report.results.iter_mut().find(|(path, _)| *path == blamed) {
+            Some((_, result @ Ok(()))) => *result = Err(problem),
+            Some((_, Err(existing))) => existing.push_str(&format!("; {problem}")),
+            None => report.results.push((blamed, Err(problem))),
+        }
+    }
+    report
+}

@@ -147,6 +147,10 @@ pub enum ConfigCommand {
         /// else the built-in defaults
         #[arg(long)]
         fleet: Option<std::path::PathBuf>,
+        /// Also check the files laid over this fleet root (its config and registry): mirror
+        /// destinations two databases would share are errors
+        #[arg(long)]
+        root: Option<String>,
     },
 }
 
@@ -248,8 +252,15 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         Command::Mirror(command) => mirror::run(command).await?,
         Command::Plugin(command) => plugin::run(command).await?,
         Command::Store(command) => store::run(command).await?,
-        Command::Config(ConfigCommand::Check { files, fleet }) => {
-            let report = config_check::check_files(&files, fleet.as_deref());
+        Command::Config(ConfigCommand::Check { files, fleet, root }) => {
+            let report = match root {
+                Some(root) => {
+                    let root = Fleet::open(&root)?;
+                    config_check::check_files_against_root(&files, fleet.as_deref(), root.root())
+                        .await
+                }
+                None => config_check::check_files(&files, fleet.as_deref()),
+            };
             print!("{}", report.render());
             if report.failed() > 0 {
                 return Err(Error::ConfigCheckFailed {

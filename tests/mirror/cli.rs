@@ -217,6 +217,20 @@ fn colliding_destinations_are_caught_before_a_byte_is_written() {
         1,
         &format!("mirror destination {dest} is also where {b} target dr mirror to"),
     );
+    // config check sees it only laid over the fleet's registry.
+    let policy = root.path("sleet.toml");
+    let policy = policy.to_str().unwrap();
+    ok(sleet(&["config", "check", policy]));
+    let checked = sleet(&["config", "check", policy, "--root", &root.url()]);
+    assert_eq!(checked.status.code(), Some(1));
+    assert!(
+        stdout(&checked).contains(&format!(
+            "error: {policy}: mirror destinations collide in {}: {a} target dr and {b} target dr",
+            root.url()
+        )),
+        "{}",
+        stdout(&checked)
+    );
 
     let mut node = std::process::Command::new(env!("CARGO_BIN_EXE_sleet"))
         .args([
