@@ -48,40 +48,34 @@ async fn a_node_mirrors_continuously_and_periodically_beside_its_other_work() {
 
     // Bad targets on other databases: a destination that is itself a
     // registered database, and one that cannot be written.
-    let victim = source.data_url("victim");
-    db::seed(&victim, 1).await;
-    source.fleet.register(&victim).await.unwrap();
-    let victim_file = format!(
-        "dbs/{}",
-        sleet::registry::file_name(&sleet::registry::canonicalize_database_url(&victim).unwrap())
-    );
-    source.root.write(&victim_file, "services = [\"gc\"]\n");
-    let forked = source.data_url("forked");
-    db::seed(&forked, 1).await;
-    source.fleet.register(&forked).await.unwrap();
-    let forked_file = format!(
-        "dbs/{}",
-        sleet::registry::file_name(&sleet::registry::canonicalize_database_url(&forked).unwrap())
-    );
-    source.root.write(
-        &forked_file,
-        &format!(
-            "[mirror.targets.live]\nurl = \"{victim}\"\n[mirror.targets.nightly]\ndisabled = true\n"
+    // Each registry file is written before the registration, as an
+    // operator would: registered bare, these databases would share the
+    // fleet-wide targets' destinations, which `register` refuses.
+    let register_with = |name: &'static str, body: String| {
+        let url = source.data_url(name);
+        let file = format!(
+            "dbs/{}",
+            sleet::registry::file_name(&sleet::registry::canonicalize_database_url(&url).unwrap())
+        );
+        source.root.write(&file, &body);
+        url
+    };
+    let victim = register_with("victim", "services = [\"gc\"]\n".into());
+    let forked = register_with(
+        "forked",
+        format!(
+            "[mirror.targets.live]\nurl = \"{}\"\n[mirror.targets.nightly]\ndisabled = true\n",
+            victim
         ),
     );
-    let unwritable = source.data_url("unwritable");
-    db::seed(&unwritable, 1).await;
-    source.fleet.register(&unwritable).await.unwrap();
-    let unwritable_file = format!(
-        "dbs/{}",
-        sleet::registry::file_name(
-            &sleet::registry::canonicalize_database_url(&unwritable).unwrap()
-        )
+    let unwritable = register_with(
+        "unwritable",
+        "[mirror.targets.live]\nurl = \"file:///proc/sleet-cannot-write-here\"\n[mirror.targets.nightly]\ndisabled = true\n".into(),
     );
-    source.root.write(
-        &unwritable_file,
-        "[mirror.targets.live]\nurl = \"file:///proc/sleet-cannot-write-here\"\n[mirror.targets.nightly]\ndisabled = true\n",
-    );
+    for url in [&victim, &forked, &unwritable] {
+        db::seed(url, 1).await;
+        source.fleet.register(url).await.unwrap();
+    }
 
     source.start_node(NodeOptions::new("solo").with_max_mirror_jobs(2));
 

@@ -73,6 +73,13 @@ async fn latest_manifest(url: &str) -> slatedb::VersionedManifest {
         .expect("a manifest")
 }
 
+/// The WAL ids a reader of the latest manifest replays: those strictly
+/// between the two (empty when the last memtable flush covered them all).
+pub async fn wal_window(url: &str) -> (u64, u64) {
+    let manifest = latest_manifest(url).await;
+    (manifest.replay_after_wal_id(), manifest.next_wal_sst_id())
+}
+
 /// The latest manifest's L0 count and sorted-run count.
 pub async fn shape(url: &str) -> (usize, usize) {
     let manifest = latest_manifest(url).await;
