@@ -188,6 +188,7 @@ pub async fn restore_urls(
     Ok(MirrorRestoreResponse {
         backup: backup.to_string(),
         destination: destination.to_string(),
+        source: outcome.source,
         manifest_id: outcome.manifest_id,
         manifests_committed: outcome.manifests_committed,
         objects_copied: outcome.objects_copied,

@@ -169,6 +169,9 @@ pub struct MirrorRestoreResponse {
     pub backup: String,
     /// The destination root, as given.
     pub destination: String,
+    /// The database the backup mirrors, from its `sleet-mirror-source.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// The restored manifest: the destination's latest.
     pub manifest_id: u64,
     pub manifests_committed: u64,

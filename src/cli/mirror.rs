@@ -224,8 +224,12 @@ fn render_sync(r: &MirrorSyncResponse) -> String {
 }
 
 fn render_restore(r: &MirrorRestoreResponse) -> String {
+    let of = r
+        .source
+        .as_ref()
+        .map_or(String::new(), |source| format!(" (a mirror of {source})"));
     format!(
-        "restored {} at manifest {} into {}: {} manifests, {} objects, {} bytes\n",
+        "restored {}{of} at manifest {} into {}: {} manifests, {} objects, {} bytes\n",
         r.backup,
         r.manifest_id,
         r.destination,

@@ -58,8 +58,10 @@ impl std::fmt::Display for RestorePoint {
 }
 
 /// What a restore wrote.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RestoreOutcome {
+    /// The database the backup mirrors, from its `sleet-mirror-source.json`.
+    pub source: Option<String>,
     pub manifest_id: u64,
     pub manifests_committed: u64,
     pub objects_copied: u64,
@@ -80,6 +82,9 @@ pub async fn restore(
 ) -> Result<RestoreOutcome, MirrorError> {
     let dest_root = destination.root();
     ensure_empty(&dest_root).await?;
+    // An unreadable record is refused; the record itself is not restored
+    // (the restored root is a database, not a mirror).
+    let source = super::owner::read(backup).await?.map(|owner| owner.source);
     let backup_root = backup.root();
     let listed: BTreeSet<u64> = list_dir(&backup_root, MANIFEST_DIR)
         .await?
@@ -147,6 +152,7 @@ pub async fn restore(
         committed += 1;
     }
     Ok(RestoreOutcome {
+        source,
         manifest_id: chosen_id,
         manifests_committed: committed,
         objects_copied: report.copied() as u64,

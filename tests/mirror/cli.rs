@@ -161,8 +161,25 @@ fn a_destination_belongs_to_the_first_source_that_mirrors_into_it() {
     let verified = json(&ok(sleet(&["mirror", "verify", &dest, "--format", "json"])));
     assert_eq!(verified["source"], a.as_str());
     assert_eq!(verified["problems"], serde_json::json!([]));
-    // The owner's next pass still runs.
+    // The owner's next pass still runs, and a restore names the source.
     ok(sleet(&["mirror", "sync", &first.url(), &a, "dr"]));
+    let restored_into = format!("file://{}/restored", data.path().display());
+    let restored = json(&ok(sleet(&[
+        "mirror",
+        "restore",
+        &dest,
+        &restored_into,
+        "--format",
+        "json",
+    ])));
+    assert_eq!(restored["source"], a.as_str());
+    assert!(
+        !data
+            .path()
+            .join("restored/sleet-mirror-source.json")
+            .exists(),
+        "the restored root is a database, not a mirror"
+    );
 }
 
 /// One fleet, a fleet-wide target without `source_prefix`: the second
