@@ -114,10 +114,7 @@ impl StoreGate {
     ) {
         while let Some(done) = self.checks.try_join_next() {
             if let Ok((store, report)) = done {
-                self.checking.remove(&store);
-                if let Some(report) = report {
-                    self.reports.insert(store, report);
-                }
+                self.collect(store, report);
             }
         }
         let mut wanted: BTreeMap<String, &str> = BTreeMap::new();
@@ -161,6 +158,24 @@ impl StoreGate {
         }
     }
 
+    /// Takes a finished check's report. A check that could not reach the
+    /// store, or proved nothing either way, does not replace a conclusive
+    /// report in hand: a renewal that meets a bad moment keeps the tasks
+    /// running on the old verdict (the stale report is checked again at
+    /// the next tick) rather than stopping them.
+    fn collect(&mut self, store: String, report: Option<StoreReport>) {
+        self.checking.remove(&store);
+        let Some(report) = report else { return };
+        let conclusive = report.unproven_properties().is_empty();
+        let held = self
+            .reports
+            .get(&store)
+            .is_some_and(|r| r.unproven_properties().is_empty());
+        if conclusive || !held {
+            self.reports.insert(store, report);
+        }
+    }
+
     /// The store at `url`, and the URL's path in it, opened as the tasks
     /// that write there open it; the root's is the root's own client.
     fn open(&self, store: &str, url: &str) -> Option<(Arc<dyn ObjectStore>, Path)> {
@@ -181,10 +196,7 @@ impl StoreGate {
         let _ = tokio::time::timeout(limit, async {
             while let Some(done) = self.checks.join_next().await {
                 if let Ok((store, report)) = done {
-                    self.checking.remove(&store);
-                    if let Some(report) = report {
-                        self.reports.insert(store, report);
-                    }
+                    self.collect(store, report);
                 }
             }
         })
