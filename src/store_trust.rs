@@ -109,7 +109,7 @@ pub fn names(properties: &[Property]) -> String {
 /// settings.
 pub fn judge(report: Option<&StoreReport>, store: &str, settings: &StoreSettings) -> Trust {
     let failed: Vec<Property> = report
-        .map(|r| r.unsafe_properties().iter().map(|p| p.property).collect())
+        .map(StoreReport::unsafe_properties)
         .unwrap_or_default();
     match (settings.trusted.get(store), report) {
         (Some(reason), _) => Trust::Trusted {
@@ -130,7 +130,7 @@ pub fn fresh(report: &StoreReport, now: DateTime<Utc>, settings: &StoreSettings)
     let age = (now - report.checked_at).to_std().unwrap_or_default();
     report.checked_at <= now + chrono::TimeDelta::minutes(5)
         && age < settings.recheck_after
-        && report.unproven_properties().is_empty()
+        && report.conclusive()
 }
 
 /// The root-relative name of a store's record.
@@ -238,7 +238,7 @@ pub async fn ensure(
         tracing::error!(
             store = %id,
             "store check failed: {}",
-            names(&report.unsafe_properties().iter().map(|p| p.property).collect::<Vec<_>>())
+            names(&report.unsafe_properties())
         );
     }
     write(root, &report).await?;
@@ -265,13 +265,7 @@ pub async fn require(
         Trust::Unchecked => Err(Error::Refused(format!(
             "store {} could not be proven safe ({}); run `sleet store check {url}` for details",
             report.store,
-            names(
-                &report
-                    .unproven_properties()
-                    .iter()
-                    .map(|p| p.property)
-                    .collect::<Vec<_>>()
-            )
+            names(&report.unproven_properties())
         ))),
         trust => Ok(trust),
     }

@@ -179,7 +179,7 @@ pub(super) fn task_spec<'a>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::time::Duration;
 
     use object_store::path::Path;
@@ -201,7 +201,9 @@ mod tests {
         )
     }
 
-    fn view(databases: &[(&str, &str)]) -> FleetView {
+    /// A view of `databases` (URL, registry file) under the default fleet
+    /// config.
+    pub(in crate::daemon) fn view(databases: &[(&str, &str)]) -> FleetView {
         let fleet = FleetConfig::default();
         FleetView {
             databases: databases

@@ -7,7 +7,7 @@
 //! [`admit`] is the pure decision; [`StoreGate`] runs the checks in the
 //! background so a slow store never holds the tick.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,7 +79,7 @@ pub(super) struct StoreGate {
     opener: DatabaseOpener,
     reports: HashMap<String, StoreReport>,
     checks: JoinSet<(String, Option<StoreReport>)>,
-    checking: HashMap<String, ()>,
+    checking: HashSet<String>,
     /// The last trust logged per store, so a change is logged once.
     logged: HashMap<String, Trust>,
 }
@@ -94,7 +94,7 @@ impl StoreGate {
             opener,
             reports: HashMap::new(),
             checks: JoinSet::new(),
-            checking: HashMap::new(),
+            checking: HashSet::new(),
             logged: HashMap::new(),
         }
     }
@@ -129,7 +129,7 @@ impl StoreGate {
                 .get(&store)
                 .is_none_or(|r| !store_trust::fresh(r, now, settings));
             if !stale
-                || self.checking.contains_key(&store)
+                || self.checking.contains(&store)
                 || self.checking.len() >= MAX_CONCURRENT_CHECKS
             {
                 continue;
@@ -137,7 +137,7 @@ impl StoreGate {
             let Some((target, base)) = self.open(&store, url) else {
                 continue;
             };
-            self.checking.insert(store.clone(), ());
+            self.checking.insert(store.clone());
             let (root, url, settings) = (self.root.clone(), url.to_string(), settings.clone());
             self.checks.spawn(async move {
                 let checked =
@@ -166,11 +166,11 @@ impl StoreGate {
     fn collect(&mut self, store: String, report: Option<StoreReport>) {
         self.checking.remove(&store);
         let Some(report) = report else { return };
-        let conclusive = report.unproven_properties().is_empty();
+        let conclusive = report.conclusive();
         let held = self
             .reports
             .get(&store)
-            .is_some_and(|r| r.unproven_properties().is_empty());
+            .is_some_and(StoreReport::conclusive);
         if conclusive || !held {
             self.reports.insert(store, report);
         }
@@ -243,34 +243,18 @@ impl StoreGate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{FleetConfig, parse_database_config};
     use crate::daemon::RUNNABLE_SERVICES;
-    use crate::root::FleetView;
 
     #[test]
     fn tasks_run_only_where_their_store_is_trusted() {
-        let fleet = FleetConfig::default();
-        let databases = [
+        let view = super::super::owned::tests::view(&[
             (
                 "s3://good/a",
                 "[mirror.targets.dr]\nurl = \"s3://bad/copy\"",
             ),
             ("s3://bad/b", ""),
             ("s3://new/c", ""),
-        ];
-        let view = FleetView {
-            databases: databases
-                .iter()
-                .map(|(url, toml)| {
-                    (
-                        url.to_string(),
-                        parse_database_config(&fleet, toml).unwrap(),
-                    )
-                })
-                .collect(),
-            fleet,
-            warnings: vec![],
-        };
+        ]);
         let owned =
             super::super::owned::owned_tasks("me", &RUNNABLE_SERVICES, &BTreeMap::new(), &view);
         let per_database = owned.keys().filter(|k| k.database == "s3://new/c").count();

@@ -108,27 +108,6 @@ impl Property {
         )
     }
 
-    /// What the property is, in a phrase.
-    pub fn title(self) -> &'static str {
-        match self {
-            Property::AtomicCreate => "racing create-only PUTs (If-None-Match: *): one wins",
-            Property::AtomicUpdate => "racing compare-and-swap PUTs (If-Match): one wins",
-            Property::CreateOverExistingRefused => {
-                "a create-only PUT over an existing key is refused"
-            }
-            Property::UpdateOfMissingRefused => {
-                "a compare-and-swap PUT of a missing key is refused"
-            }
-            Property::ReadAfterWrite => "a read after a write sees it",
-            Property::ListAfterWrite => "a list after a write or delete sees it",
-            Property::Etag => "ETags are quoted and stable across PUT, HEAD, GET and LIST",
-            Property::Copy => "a server-side copy",
-            Property::ConditionalCopy => "a copy that must not overwrite is refused",
-            Property::Multipart => "a multipart upload",
-            Property::Clock => "the store's clock agrees with this machine's",
-        }
-    }
-
     /// What a failure would break.
     pub fn protects(self) -> &'static str {
         match self {
@@ -239,14 +218,27 @@ pub struct StoreReport {
 
 impl StoreReport {
     /// The needed properties that failed: non-empty means unsafe.
-    pub fn unsafe_properties(&self) -> Vec<&PropertyResult> {
-        self.properties.iter().filter(|p| p.is_unsafe()).collect()
+    pub fn unsafe_properties(&self) -> Vec<Property> {
+        self.properties_where(PropertyResult::is_unsafe)
     }
 
     /// The needed properties left unproven: the store is not yet known
     /// safe.
-    pub fn unproven_properties(&self) -> Vec<&PropertyResult> {
-        self.properties.iter().filter(|p| p.is_unproven()).collect()
+    pub fn unproven_properties(&self) -> Vec<Property> {
+        self.properties_where(PropertyResult::is_unproven)
+    }
+
+    fn properties_where(&self, holds: fn(&PropertyResult) -> bool) -> Vec<Property> {
+        self.properties
+            .iter()
+            .filter(|p| holds(p))
+            .map(|p| p.property)
+            .collect()
+    }
+
+    /// Whether every needed property was proven one way or the other.
+    pub fn conclusive(&self) -> bool {
+        !self.properties.iter().any(PropertyResult::is_unproven)
     }
 
     /// Whether every needed property held.

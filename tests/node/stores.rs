@@ -12,6 +12,17 @@ use object_store::ObjectStoreExt;
 use crate::common::*;
 use crate::proxy::FaultProxy;
 
+/// libfaketime's preload library; `None` (a skip) only where the suite
+/// does not require it.
+fn faketime() -> Option<String> {
+    let library = crate::s3_chaos::faketime_library();
+    assert!(
+        library.is_some() || std::env::var_os("SLEET_REQUIRE_S3").is_none(),
+        "scripts/test needs Debian's faketime (.ci/run installs it)"
+    );
+    library
+}
+
 /// `sleet store check URL --format json` with `env`: the report, and
 /// the exit code.
 async fn store_check(url: &str, env: Vec<(&'static str, String)>) -> (serde_json::Value, i32) {
@@ -166,13 +177,7 @@ async fn unquoted_etags_are_caught_and_named() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_skewed_clock_is_measured_and_reported() {
     let Some(endpoint) = endpoint() else { return };
-    let Some(library) = crate::s3_chaos::faketime_library() else {
-        assert!(
-            std::env::var_os("SLEET_REQUIRE_S3").is_none(),
-            "scripts/test needs Debian's faketime (.ci/run installs it)"
-        );
-        return;
-    };
+    let Some(library) = faketime() else { return };
     let url = format!("s3://{BUCKET}/{}", unique_prefix("skew"));
     let mut env = s3_env(&endpoint);
     env.extend([
@@ -499,13 +504,7 @@ async fn a_recorded_check_is_reused_by_the_next_node_and_renewed_when_it_expires
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_whose_clock_is_off_the_stores_says_so_in_status() {
-    let Some(library) = crate::s3_chaos::faketime_library() else {
-        assert!(
-            std::env::var_os("SLEET_REQUIRE_S3").is_none(),
-            "scripts/test needs Debian's faketime (.ci/run installs it)"
-        );
-        return;
-    };
+    let Some(library) = faketime() else { return };
     let dir = tempfile::tempdir().unwrap();
     let root_dir = dir.path().join("root");
     std::fs::create_dir_all(&root_dir).unwrap();

@@ -4,6 +4,8 @@
 //! lists heartbeats, and ranks placement the same way nodes do, so what it
 //! shows is what nodes that see the same root will run.
 
+mod stores;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -19,11 +21,10 @@ use crate::mirror::target::applied_targets;
 use crate::ownership::{LiveNode, database_assignments};
 use crate::response::{
     DatabaseStatus, MirrorStatus, NodeStatus, OutsideCompactorStatus, QueueStatus,
-    ServicePlacement, StatusResponse, StoreStatus,
+    ServicePlacement, StatusResponse,
 };
 use crate::root::{ConfigPoller, FleetRoot, FleetView, NodeSighting, node_view};
 use crate::service::Service;
-use crate::store_trust::Trust;
 
 /// Heartbeat bodies (or compaction queues) read at once.
 const READS_IN_FLIGHT: usize = 16;
@@ -66,7 +67,7 @@ pub async fn fleet_status(
     let bodies = read_bodies(root, &sightings).await;
     let mut status = derive_status(&view, &sightings, &bodies);
     status.warnings.extend(collision_warnings(&view));
-    add_stores(&mut status, root, &view, now).await;
+    stores::add(&mut status, root, &view, now).await;
     if options.compactions {
         add_queues(&mut status).await;
     }
@@ -74,61 +75,6 @@ pub async fn fleet_status(
         add_mirrors(&mut status, &view).await;
     }
     Ok(status)
-}
-
-/// The stores' recorded checks, judged with `[stores.trusted]`, and a
-/// warning for each store nothing may write to or that is trusted
-/// despite failing.
-async fn add_stores(
-    status: &mut StatusResponse,
-    root: &FleetRoot,
-    view: &FleetView,
-    now: DateTime<Utc>,
-) {
-    let settings = view.fleet.stores.resolve();
-    let reports = match crate::store_trust::list(root).await {
-        Ok(reports) => reports,
-        Err(e) => {
-            status.warnings.push(format!("store checks unread: {e}"));
-            return;
-        }
-    };
-    for report in reports {
-        let trust = crate::store_trust::judge(Some(&report), &report.store, &settings);
-        let (label, trusted_because, failed) = match &trust {
-            Trust::Safe => ("safe", None, vec![]),
-            Trust::Trusted { reason, failed } => ("trusted", Some(reason.clone()), failed.clone()),
-            Trust::Unsafe { failed } => ("unsafe", None, failed.clone()),
-            Trust::Unchecked => ("unchecked", None, vec![]),
-        };
-        match &trust {
-            Trust::Unsafe { .. } => status.warnings.extend(trust.refusal(&report.store)),
-            Trust::Trusted { reason, failed } if !failed.is_empty() => {
-                status.warnings.push(format!(
-                    "store {} fails {} but is trusted in sleet.toml: {reason}",
-                    report.store,
-                    crate::store_trust::names(failed)
-                ))
-            }
-            _ => {}
-        }
-        status.stores.push(StoreStatus {
-            store: report.store.clone(),
-            trust: label.to_string(),
-            trusted_because,
-            failed: failed
-                .iter()
-                .map(|p| crate::store_check::kebab(*p))
-                .collect(),
-            checked_at: report
-                .checked_at
-                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            expired: !crate::store_trust::fresh(&report, now, &settings),
-            sleet_version: report.sleet_version.clone(),
-            clock_skew_seconds: report.skew.map(|s| s.seconds),
-        });
-    }
-    status.warnings.sort();
 }
 
 /// Every applied target's lag, plus warnings for destinations that
@@ -563,28 +509,7 @@ pub fn render_text(status: &StatusResponse) -> String {
     }
     if !status.stores.is_empty() {
         out.push('\n');
-        let rows = status.stores.iter().map(|s| {
-            vec![
-                s.store.clone(),
-                s.trust.clone(),
-                if s.failed.is_empty() {
-                    "-".into()
-                } else {
-                    s.failed.join(",")
-                },
-                format!(
-                    "{}{}",
-                    s.checked_at,
-                    if s.expired { " (expired)" } else { "" }
-                ),
-                s.clock_skew_seconds
-                    .map_or("-".into(), |skew| format!("{skew:+.1}s")),
-            ]
-        });
-        out.push_str(&table(
-            &["STORE", "TRUST", "FAILED", "CHECKED", "SKEW"],
-            rows,
-        ));
+        out.push_str(&stores::render(&status.stores));
     }
     if !status.warnings.is_empty() {
         out.push('\n');
