@@ -374,4 +374,50 @@ mod tests {
         let left: Vec<_> = store.list(None).try_collect().await.unwrap();
         assert!(left.is_empty(), "{left:?}");
     }
+
+    /// Every request of a check, failed in turn (one run each, before
+    /// the store sees it and after it applied it): a good store is never
+    /// reported failing a property, only unproven. A node cut off or
+    /// losing a reply mid-check once branded a good store unsafe for a
+    /// day (the S3 chaos suite's mirror that never caught up).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_single_failed_request_fails_a_good_store() {
+        use crate::testing::{Faults, FaultyStore};
+        let check = |faults: Arc<Faults>| async move {
+            let inner: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+            let store: Arc<dyn ObjectStore> = Arc::new(FaultyStore::new(inner, faults));
+            let options = CheckOptions::short(judge::DEFAULT_SKEW_BOUND);
+            run(store, "memory:///base", &Path::from("base"), options).await
+        };
+        let clean = Faults::new();
+        let report = check(clean.clone()).await;
+        assert!(report.safe(), "{}", render_text(&report));
+        let requests = clean.requests();
+        let runs = (0..requests)
+            .flat_map(|n| [(n, false), (n, true)])
+            .map(|(n, applied)| {
+                let faults = Faults::new();
+                faults.fail_one(n, applied);
+                tokio::spawn(async move { (n, applied, check(faults.clone()).await, faults) })
+            });
+        let mut unproven = 0;
+        for run in futures::future::join_all(runs).await {
+            let (n, applied, report, faults) = run.unwrap();
+            let failed: Vec<_> = report
+                .properties
+                .iter()
+                .filter(|p| p.outcome == Outcome::Fail)
+                .collect();
+            assert!(
+                failed.is_empty(),
+                "request {n} failed (applied: {applied}): {failed:#?}"
+            );
+            assert_eq!(faults.injected(), 1, "request {n} was made");
+            unproven += usize::from(!report.safe());
+        }
+        eprintln!(
+            "{requests} requests; {unproven} of {} runs unproven",
+            2 * requests
+        );
+    }
 }

@@ -54,6 +54,14 @@ fn attempt<T>(result: object_store::Result<T>) -> Attempt<T> {
     }
 }
 
+/// A result that proves nothing either way: the store could not be
+/// reached, or a request failed. Only a wrong answer fails a property;
+/// an error never does (a node cut off mid-check must not brand a good
+/// store unsafe for a day).
+fn unproven(property: Property, why: impl Into<String>) -> PropertyResult {
+    PropertyResult::new(property, Outcome::Inconclusive, why)
+}
+
 fn create() -> PutOptions {
     PutOptions::from(PutMode::Create)
 }
@@ -185,7 +193,17 @@ impl Probes {
                 Attempt::Failed(e) => tally.errors.push(e),
             }
         }
-        let kept = self.read(key).await.ok();
+        // A key that is not there is an answer; a read that failed is not.
+        let kept = match self.read(key).await {
+            Ok(kept) => Some(kept),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => {
+                tally
+                    .errors
+                    .push(format!("reading {key} after the race: {e}"));
+                None
+            }
+        };
         tally.winner_kept = winner.is_some() && kept == winner;
         tally.someone_kept = kept.is_some_and(|kept| bodies.contains(&kept));
         tally
@@ -201,10 +219,13 @@ impl Probes {
         let key = self.key("exists");
         let property = Property::CreateOverExistingRefused;
         if let Err(e) = self.store.put(&key, "first".into()).await {
-            return PropertyResult::new(property, Outcome::Inconclusive, format!("PUT {key}: {e}"));
+            return unproven(property, format!("PUT {key}: {e}"));
         }
         let again = attempt(self.store.put_opts(&key, "second".into(), create()).await);
-        let kept = self.read(&key).await.is_ok_and(|b| &b[..] == b"first");
+        let kept = match self.read(&key).await {
+            Ok(body) => &body[..] == b"first",
+            Err(e) => return unproven(property, format!("reading {key} back: {e}")),
+        };
         match (again, kept) {
             (Attempt::Refused, true) => {
                 PropertyResult::new(property, Outcome::Pass, "refused; the body is unchanged")
@@ -219,7 +240,7 @@ impl Probes {
                 Outcome::Fail,
                 "the store does not offer create-only PUTs",
             ),
-            (Attempt::Failed(e), _) => PropertyResult::new(property, Outcome::Inconclusive, e),
+            (Attempt::Failed(e), _) => unproven(property, e),
         }
     }
 
@@ -232,13 +253,7 @@ impl Probes {
         let existing = self.key("stale");
         let first = match self.store.put(&existing, "one".into()).await {
             Ok(first) => first,
-            Err(e) => {
-                return PropertyResult::new(
-                    property,
-                    Outcome::Fail,
-                    format!("PUT {existing}: {e}"),
-                );
-            }
+            Err(e) => return unproven(property, format!("PUT {existing}: {e}")),
         };
         let second = match attempt(
             self.store
@@ -255,31 +270,36 @@ impl Probes {
             }
             // The store applied it, and the reply was lost: the client's
             // retry was refused by its own write.
-            Attempt::Refused if self.read(&existing).await.is_ok_and(|b| &b[..] == b"two") => {
-                return PropertyResult::new(
-                    property,
-                    Outcome::Inconclusive,
-                    "a compare-and-swap PUT was applied but reported refused (a lost reply?)",
-                );
-            }
-            Attempt::Refused => {
-                return PropertyResult::new(
-                    property,
-                    Outcome::Fail,
-                    format!(
-                        "a compare-and-swap PUT with the ETag the store had just returned ({}) \
-                         was refused",
-                        first.e_tag.as_deref().unwrap_or("none")
-                    ),
-                );
-            }
-            Attempt::Failed(e) => return PropertyResult::new(property, Outcome::Inconclusive, e),
+            Attempt::Refused => match self.read(&existing).await {
+                Ok(body) if &body[..] == b"two" => {
+                    return unproven(
+                        property,
+                        "a compare-and-swap PUT was applied but reported refused (a lost reply?)",
+                    );
+                }
+                Err(e) => return unproven(property, format!("reading {existing} back: {e}")),
+                Ok(_) => {
+                    return PropertyResult::new(
+                        property,
+                        Outcome::Fail,
+                        format!(
+                            "a compare-and-swap PUT with the ETag the store had just returned \
+                             ({}) was refused",
+                            first.e_tag.as_deref().unwrap_or("none")
+                        ),
+                    );
+                }
+            },
+            Attempt::Failed(e) => return unproven(property, e),
         };
         let stale = attempt(
             self.store
                 .put_opts(&existing, "three".into(), update(&first))
                 .await,
         );
+        if let Attempt::Failed(e) = stale {
+            return unproven(property, e);
+        }
         if !matches!(stale, Attempt::Refused) {
             return PropertyResult::new(
                 property,
@@ -293,7 +313,11 @@ impl Probes {
                 .put_opts(&missing, "x".into(), update(&second))
                 .await,
         );
-        let written = self.store.head(&missing).await.is_ok();
+        let written = match self.store.head(&missing).await {
+            Ok(_) => true,
+            Err(object_store::Error::NotFound { .. }) => false,
+            Err(e) => return unproven(property, format!("HEAD {missing}: {e}")),
+        };
         match (blind, written) {
             (Attempt::Refused, false) => PropertyResult::new(
                 property,
@@ -307,7 +331,7 @@ impl Probes {
                     "refused (not found) for a missing key, and for a replaced ETag",
                 )
             }
-            (Attempt::Failed(e), false) => PropertyResult::new(property, Outcome::Inconclusive, e),
+            (Attempt::Failed(e), false) => unproven(property, e),
             _ => PropertyResult::new(
                 property,
                 Outcome::Fail,
@@ -366,7 +390,7 @@ impl Probes {
         let etags = match (&failure, &unreached, last_put) {
             (None, None, Some(put)) => match self.seen_etags(&key, put).await {
                 Ok(seen) => judge::etags(&seen),
-                Err(e) => PropertyResult::new(Property::Etag, Outcome::Inconclusive, e),
+                Err(e) => unproven(Property::Etag, e),
             },
             _ => PropertyResult::new(
                 Property::Etag,
@@ -375,13 +399,24 @@ impl Probes {
             ),
         };
         if let Some(why) = unreached {
-            let read = PropertyResult::new(Property::ReadAfterWrite, Outcome::Inconclusive, why);
+            let read = unproven(Property::ReadAfterWrite, why);
             return (read, etags, samples);
         }
         if failure.is_none() {
-            let deleted = self.store.delete(&key).await;
-            if deleted.is_err() || self.store.head(&key).await.is_ok() {
-                failure = Some(format!("{key} is still there after a delete"));
+            if let Err(e) = self.store.delete(&key).await {
+                let read = unproven(Property::ReadAfterWrite, format!("DELETE {key}: {e}"));
+                return (read, etags, samples);
+            }
+            match self.store.head(&key).await {
+                Ok(_) => failure = Some(format!("{key} is still there after a delete")),
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => {
+                    let read = unproven(
+                        Property::ReadAfterWrite,
+                        format!("HEAD {key} after deleting it: {e}"),
+                    );
+                    return (read, etags, samples);
+                }
             }
         }
         let read = match failure {
@@ -425,7 +460,7 @@ impl Probes {
         let names = ["a", "b", "c"];
         for name in names {
             if let Err(e) = self.store.put(&dir.clone().join(name), name.into()).await {
-                return PropertyResult::new(property, Outcome::Fail, format!("PUT: {e}"));
+                return unproven(property, format!("PUT: {e}"));
             }
         }
         let listed = |store: Arc<dyn ObjectStore>, dir: Path| async move {
@@ -448,10 +483,10 @@ impl Probes {
                     format!("wrote {names:?}, listed {seen:?}"),
                 );
             }
-            Err(e) => return PropertyResult::new(property, Outcome::Fail, format!("LIST: {e}")),
+            Err(e) => return unproven(property, format!("LIST: {e}")),
         }
         if let Err(e) = self.store.delete(&dir.clone().join("b")).await {
-            return PropertyResult::new(property, Outcome::Fail, format!("DELETE: {e}"));
+            return unproven(property, format!("DELETE: {e}"));
         }
         match listed(self.store.clone(), dir).await {
             Ok(seen) if seen == ["a", "c"] => PropertyResult::new(
@@ -464,7 +499,7 @@ impl Probes {
                 Outcome::Fail,
                 format!("deleted \"b\", listed {seen:?}"),
             ),
-            Err(e) => PropertyResult::new(property, Outcome::Fail, format!("LIST: {e}")),
+            Err(e) => unproven(property, format!("LIST: {e}")),
         }
     }
 
@@ -483,17 +518,22 @@ impl Probes {
         if let Err(e) = written.await {
             let why = format!("PUT: {e}");
             return [
-                PropertyResult::new(Property::Copy, Outcome::Fail, why.clone()),
-                PropertyResult::new(Property::ConditionalCopy, Outcome::Fail, why),
+                unproven(Property::Copy, why.clone()),
+                unproven(Property::ConditionalCopy, why),
             ];
         }
         let copy = match self.store.copy(&from, &to).await {
-            Err(e) => PropertyResult::new(Property::Copy, Outcome::Fail, e.to_string()),
+            Err(
+                e @ (object_store::Error::NotImplemented { .. }
+                | object_store::Error::NotSupported { .. }),
+            ) => PropertyResult::new(Property::Copy, Outcome::Fail, e.to_string()),
+            Err(e) => unproven(Property::Copy, e.to_string()),
             Ok(()) => match self.read(&to).await {
                 Ok(body) if &body[..] == b"copied" => {
                     PropertyResult::new(Property::Copy, Outcome::Pass, "copied within the store")
                 }
-                _ => PropertyResult::new(
+                Err(e) => unproven(Property::Copy, format!("reading the copy: {e}")),
+                Ok(_) => PropertyResult::new(
                     Property::Copy,
                     Outcome::Fail,
                     "the copy does not hold the source's body",
@@ -506,11 +546,19 @@ impl Probes {
                 Outcome::NotApplicable,
                 "the client offers no copy-if-not-exists for this store",
             ),
-            Attempt::Refused if self.read(&taken).await.is_ok_and(|b| &b[..] == b"taken") => {
-                PropertyResult::new(Property::ConditionalCopy, Outcome::Pass, "refused")
-            }
-            Attempt::Failed(e) => PropertyResult::new(Property::ConditionalCopy, Outcome::Fail, e),
-            _ => PropertyResult::new(
+            Attempt::Failed(e) => unproven(Property::ConditionalCopy, e),
+            Attempt::Refused => match self.read(&taken).await {
+                Ok(body) if &body[..] == b"taken" => {
+                    PropertyResult::new(Property::ConditionalCopy, Outcome::Pass, "refused")
+                }
+                Err(e) => unproven(Property::ConditionalCopy, format!("reading {taken}: {e}")),
+                Ok(_) => PropertyResult::new(
+                    Property::ConditionalCopy,
+                    Outcome::Fail,
+                    "refused, yet the existing object was overwritten",
+                ),
+            },
+            Attempt::Won(_) => PropertyResult::new(
                 Property::ConditionalCopy,
                 Outcome::Fail,
                 "a copy-if-not-exists overwrote an existing object",
@@ -532,8 +580,13 @@ impl Probes {
             upload.put_part(PutPayload::from(second.clone())).await?;
             upload.complete().await
         };
-        if let Err(e) = uploaded.await {
-            return PropertyResult::new(property, Outcome::Fail, e.to_string());
+        match uploaded.await {
+            Ok(_) => {}
+            Err(
+                e @ (object_store::Error::NotImplemented { .. }
+                | object_store::Error::NotSupported { .. }),
+            ) => return PropertyResult::new(property, Outcome::Fail, e.to_string()),
+            Err(e) => return unproven(property, e.to_string()),
         }
         let total = (FIRST_PART + second.len()) as u64;
         let boundary = (FIRST_PART as u64 - 3)..(FIRST_PART as u64 + 3);
@@ -557,9 +610,7 @@ impl Probes {
                     String::from_utf8_lossy(&range)
                 ),
             ),
-            (Err(e), _) | (_, Err(e)) => {
-                PropertyResult::new(property, Outcome::Fail, e.to_string())
-            }
+            (Err(e), _) | (_, Err(e)) => unproven(property, format!("reading it back: {e}")),
         }
     }
 

@@ -257,6 +257,12 @@ pub struct Faults {
     /// Writes to a location that sorts after this one in its directory
     /// fail: a writer cut off at a known point.
     refuse_puts_after: std::sync::Mutex<Option<String>>,
+    /// Requests counted since the last [`Faults::fail_one`].
+    requests: AtomicU64,
+    /// The one request (1-based, 0: none) that fails, and whether the
+    /// store applies it first (a reply lost on the way back).
+    fail_one_at: AtomicU64,
+    fail_one_applied: std::sync::atomic::AtomicBool,
 }
 
 impl Faults {
@@ -300,6 +306,20 @@ impl Faults {
         Ok(())
     }
 
+    /// Fails only the `n`th request from now (0-based), before it reaches
+    /// the store or, when `applied`, after the store applied it: every
+    /// single point a request can fail at, one run each.
+    pub fn fail_one(&self, n: u64, applied: bool) {
+        self.requests.store(0, Ordering::Relaxed);
+        self.fail_one_applied.store(applied, Ordering::Relaxed);
+        self.fail_one_at.store(n + 1, Ordering::Relaxed);
+    }
+
+    /// Requests counted since the last [`Faults::fail_one`] (or ever).
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
     /// Errors injected so far.
     pub fn injected(&self) -> u64 {
         self.injected.load(Ordering::Relaxed)
@@ -315,8 +335,32 @@ impl Faults {
         )
     }
 
-    /// Waits the injected latency, then decides whether this request fails.
-    async fn before_request(&self, location: &str) -> Result<()> {
+    /// Waits the injected latency, then decides whether this request
+    /// fails: `Err` before it reaches the store, `Ok(true)` after the
+    /// store applied it (see [`Self::reply`]).
+    async fn before_request(&self, location: &str) -> Result<bool> {
+        let this = self.requests.fetch_add(1, Ordering::Relaxed) + 1;
+        if this == self.fail_one_at.load(Ordering::Relaxed) {
+            self.injected.fetch_add(1, Ordering::Relaxed);
+            if self.fail_one_applied.load(Ordering::Relaxed) {
+                return Ok(true);
+            }
+            return Err(injected(location));
+        }
+        self.chance(location).await.map(|()| false)
+    }
+
+    /// The store's reply, or the error of a reply lost after it applied
+    /// the request.
+    fn reply<T>(lost: bool, location: &str, result: Result<T>) -> Result<T> {
+        match lost {
+            true => Err(injected(location)),
+            false => result,
+        }
+    }
+
+    /// The latency and per-mille errors of [`Faults::set`].
+    async fn chance(&self, location: &str) -> Result<()> {
         let max_latency = self.max_latency_ms.load(Ordering::Relaxed);
         if max_latency > 0 {
             let wait = self.draw() % (max_latency + 1);
@@ -324,18 +368,23 @@ impl Faults {
         }
         if self.draw() % 1000 < self.error_per_mille.load(Ordering::Relaxed) {
             self.injected.fetch_add(1, Ordering::Relaxed);
-            return Err(object_store::Error::Generic {
-                store: "FaultyStore",
-                source: format!("injected fault for {location}").into(),
-            });
+            return Err(injected(location));
         }
         Ok(())
     }
 }
 
+fn injected(location: &str) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "FaultyStore",
+        source: format!("injected fault for {location}").into(),
+    }
+}
+
 /// Wraps a store and fails or delays requests as its [`Faults`] say.
 /// Faults strike before a request reaches the store, so a failed write
-/// never half-happens; streams (LIST, DELETE) fail as a whole.
+/// never half-happens, except [`Faults::fail_one`]'s lost reply; streams
+/// (LIST, DELETE) fail as a whole.
 #[derive(Debug)]
 pub struct FaultyStore {
     inner: Arc<dyn ObjectStore>,
@@ -354,9 +403,16 @@ impl FaultyStore {
         stream: BoxStream<'static, Result<T>>,
     ) -> BoxStream<'static, Result<T>> {
         let faults = self.faults.clone();
-        futures::stream::once(async move { faults.before_request(&what).await.map(|()| stream) })
-            .try_flatten()
-            .boxed()
+        futures::stream::once(async move {
+            if faults.before_request(&what).await? {
+                // Applied, and the reply lost.
+                let _ = stream.collect::<Vec<_>>().await;
+                return Err(injected(&what));
+            }
+            Ok(stream)
+        })
+        .try_flatten()
+        .boxed()
     }
 }
 
@@ -374,9 +430,10 @@ impl ObjectStore for FaultyStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        self.faults.before_request(location.as_ref()).await?;
+        let lost = self.faults.before_request(location.as_ref()).await?;
         self.faults.refuses_put(location.as_ref())?;
-        self.inner.put_opts(location, payload, opts).await
+        let result = self.inner.put_opts(location, payload, opts).await;
+        Faults::reply(lost, location.as_ref(), result)
     }
 
     async fn put_multipart_opts(
@@ -384,19 +441,22 @@ impl ObjectStore for FaultyStore {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
-        self.faults.before_request(location.as_ref()).await?;
+        let lost = self.faults.before_request(location.as_ref()).await?;
         self.faults.refuses_put(location.as_ref())?;
-        self.inner.put_multipart_opts(location, opts).await
+        let result = self.inner.put_multipart_opts(location, opts).await;
+        Faults::reply(lost, location.as_ref(), result)
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        self.faults.before_request(location.as_ref()).await?;
-        self.inner.get_opts(location, options).await
+        let lost = self.faults.before_request(location.as_ref()).await?;
+        let result = self.inner.get_opts(location, options).await;
+        Faults::reply(lost, location.as_ref(), result)
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
-        self.faults.before_request(location.as_ref()).await?;
-        self.inner.get_ranges(location, ranges).await
+        let lost = self.faults.before_request(location.as_ref()).await?;
+        let result = self.inner.get_ranges(location, ranges).await;
+        Faults::reply(lost, location.as_ref(), result)
     }
 
     fn delete_stream(
@@ -422,13 +482,15 @@ impl ObjectStore for FaultyStore {
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
         let what = format!("list {}", prefix.map(|p| p.as_ref()).unwrap_or(""));
-        self.faults.before_request(&what).await?;
-        self.inner.list_with_delimiter(prefix).await
+        let lost = self.faults.before_request(&what).await?;
+        let result = self.inner.list_with_delimiter(prefix).await;
+        Faults::reply(lost, &what, result)
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        self.faults.before_request(from.as_ref()).await?;
-        self.inner.copy_opts(from, to, options).await
+        let lost = self.faults.before_request(from.as_ref()).await?;
+        let result = self.inner.copy_opts(from, to, options).await;
+        Faults::reply(lost, from.as_ref(), result)
     }
 }
 

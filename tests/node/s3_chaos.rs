@@ -17,7 +17,8 @@
 //! `SLEET_CHAOS_SEED=<n>` replays a run (the seed is printed);
 //! `SLEET_CHAOS_ROUNDS=<n>` sets the round count and
 //! `SLEET_CHAOS_MINUTES=<m>` a wall-clock bound (`scripts/soak` sets
-//! both). The figures it prints go to `docs/reliability.md`.
+//! both); `SLEET_CHAOS_LOGS=<dir>` keeps the nodes' logs. The figures
+//! it prints go to `docs/reliability.md`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::process::{Child, Command, Stdio};
@@ -204,7 +205,7 @@ impl Node {
 
     pub fn tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().rev().take(30).collect();
+        let lines: Vec<&str> = text.lines().rev().take(40).collect();
         lines.into_iter().rev().collect::<Vec<_>>().join("\n")
     }
 }
@@ -525,7 +526,9 @@ async fn real_kills_lost_replies_and_partitions_on_s3_lose_nothing() {
         writer_proxies.push(proxy);
     }
 
+    // SLEET_CHAOS_LOGS=DIR keeps the nodes' logs for a replay.
     let logs = tempfile::tempdir().unwrap();
+    let logs = std::env::var_os("SLEET_CHAOS_LOGS").map_or(logs.path().to_path_buf(), Into::into);
     let mut nodes = Vec::new();
     for id in NODES {
         let mut node = Node {
@@ -533,7 +536,7 @@ async fn real_kills_lost_replies_and_partitions_on_s3_lose_nothing() {
             proxy: FaultProxy::start(&endpoint, chaos.draw()).await,
             services: None,
             child: None,
-            log: logs.path().join(format!("{id}.log")),
+            log: logs.join(format!("{id}.log")),
         };
         node.spawn(&root);
         nodes.push(node);
@@ -754,6 +757,15 @@ async fn verify_until_a_head_is_latest(copy: &str, endpoint: &str, round: usize)
     }
 }
 
+/// Every node's last log lines, for a failure message.
+fn node_tails(nodes: &[Node]) -> String {
+    nodes
+        .iter()
+        .map(|node| format!("--- {} ---\n{}", node.id, node.tail()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The checks after a round, with no faults: sources, mirror copies, a
 /// restore, `mirror verify`.
 async fn check_round(
@@ -803,9 +815,10 @@ async fn check_round(
                 }
                 assert!(
                     Instant::now() < deadline,
-                    "round {round}: {copy} still lacks {} acknowledged keys (first {})",
+                    "round {round}: {copy} still lacks {} acknowledged keys (first {})\n{}",
                     lacking.len(),
-                    lacking[0]
+                    lacking[0],
+                    node_tails(nodes)
                 );
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
