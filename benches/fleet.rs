@@ -1,7 +1,9 @@
-//! Fleet benchmarks: placement cost and the idle request cost of a node.
+//! Fleet benchmarks: placement cost, the idle request cost of a node, and
+//! how long a coordinator handover takes.
 //!
-//! `cargo bench --bench fleet` runs both; `cargo bench --bench fleet --
-//! placement` or `-- idle` runs one (see [`idle_bench`] for its knobs).
+//! `cargo bench --bench fleet` runs placement and idle; `cargo bench
+//! --bench fleet -- placement`, `-- idle` or `-- handover` runs one (see
+//! [`idle_bench`] and [`handover_bench`] for their knobs).
 //! Figures go to stdout; docs/performance.md records a run.
 
 use std::collections::BTreeMap;
@@ -33,6 +35,10 @@ fn main() {
     if wanted("idle") {
         let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
         runtime.block_on(idle_bench());
+    }
+    if filter.iter().any(|f| f == "handover") {
+        let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+        runtime.block_on(handover_bench());
     }
     // One process per variant, so resident memory compares cleanly.
     for (name, listen) in [("metrics-off", false), ("metrics-on", true)] {
@@ -287,6 +293,127 @@ impl IdleFleet {
             _data: data,
         }
     }
+}
+
+/// `-- handover`: `SLEET_BENCH_HANDOVER_DATABASES` (default 24) busy
+/// databases (idle off, so every coordinator runs) on node h1 at the
+/// default cadences (10 s heartbeats, 30 s timeout); node h2 joins and
+/// gains about half of them. For each moved database: how long after the
+/// join h1 recorded its coordinator stopped, and h2 set out to claim the
+/// next epoch (which it does only after that record, or h1's timeout).
+async fn handover_bench() {
+    let count = env_number("SLEET_BENCH_HANDOVER_DATABASES").map_or(24, |n| n as usize);
+    let fleet = IdleFleet::seed(count).await;
+    let root = fleet.fleet.root().clone();
+    object_store::ObjectStoreExt::put(
+        root.store().as_ref(),
+        &root.path("sleet.toml"),
+        "[database.idle]\nenabled = false\n".into(),
+    )
+    .await
+    .expect("sleet.toml");
+    let root_dir = std::path::PathBuf::from(root.url().trim_start_matches("file://"));
+    let services = [Service::CompactorCoordinator];
+    let spawn = |id: &str| {
+        let (fleet, token) = (fleet.fleet.clone(), CancellationToken::new());
+        let options = NodeOptions::new(id).with_services(services.to_vec());
+        let child = token.clone();
+        (
+            token,
+            tokio::spawn(async move { fleet.run_node(options, child).await }),
+        )
+    };
+    // Each database's compactor records: (epoch, name) -> modified.
+    let records = |url: &str| {
+        let canonical = sleet::registry::canonicalize_database_url(url).expect("a url");
+        let dir = root_dir
+            .join("compactors")
+            .join(sleet::registry::encoded_name(&canonical));
+        let mut found = BTreeMap::new();
+        for epoch in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            for file in std::fs::read_dir(epoch.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let modified = file.metadata().and_then(|m| m.modified()).ok();
+                found.insert(
+                    file.file_name().to_string_lossy().to_string(),
+                    modified.expect("an mtime"),
+                );
+            }
+        }
+        found
+    };
+    let held_by = |node: &str, urls: &[String]| {
+        urls.iter()
+            .all(|url| records(url).contains_key(&format!("{node}.claimed")))
+    };
+    let (h1, _h1_task) = spawn("h1");
+    while !held_by("h1", &fleet.urls) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let moving: Vec<String> = fleet
+        .urls
+        .iter()
+        .filter(|url| {
+            let canonical = sleet::registry::canonicalize_database_url(url).expect("a url");
+            let key = PlacementKey::Service {
+                database: &canonical,
+                service: Service::CompactorCoordinator,
+            };
+            key.owners(["h1", "h2"], 1)[0] == "h2"
+        })
+        .cloned()
+        .collect();
+    let joined = std::time::SystemTime::now();
+    let (h2, _h2_task) = spawn("h2");
+    while !held_by("h2", &moving) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let since =
+        |t: std::time::SystemTime| t.duration_since(joined).unwrap_or_default().as_secs_f64();
+    let (mut released, mut claimed) = (Vec::new(), Vec::new());
+    for url in &moving {
+        let found = records(url);
+        let first = |prefix: &str| {
+            found
+                .iter()
+                .filter(|(name, _)| name.starts_with(prefix))
+                .map(|(_, at)| *at)
+                .min()
+        };
+        released.extend(first("h1.released").map(since));
+        claimed.extend(first("h2.claiming-").map(since));
+    }
+    let spread = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        match v.as_slice() {
+            [] => "none".to_string(),
+            v => format!(
+                "min {:.1} s, median {:.1} s, max {:.1} s",
+                v[0],
+                v[v.len() / 2],
+                v[v.len() - 1]
+            ),
+        }
+    };
+    println!(
+        "handover: {} of {count} databases moved to a joining node (heartbeat 10 s, timeout 30 s)",
+        moving.len()
+    );
+    println!(
+        "handover: the old holder recorded its coordinator stopped: {} after the join ({} of {})",
+        spread(released.clone()),
+        released.len(),
+        moving.len()
+    );
+    println!(
+        "handover: the new node set out to claim:                    {} after the join",
+        spread(claimed)
+    );
+    h2.cancel();
+    h1.cancel();
 }
 
 /// `-- idle`: one node owning `SLEET_BENCH_IDLE_DATABASES` (default 100)

@@ -145,25 +145,29 @@ impl FleetRoot {
 
     /// Every parseable heartbeat under `nodes/`, with its store timestamp.
     pub async fn list_heartbeats(&self) -> Result<Vec<HeartbeatObject>, Error> {
-        let objects = self.list_dir(NODES_DIR).await?;
-        Ok(objects
-            .into_iter()
-            .filter_map(|meta| {
-                let (node_id, services) = parse_object_name(meta.location.filename()?)?;
-                Some(HeartbeatObject {
-                    node_id,
-                    services,
-                    last_modified: meta.last_modified,
-                    path: meta.location,
-                })
-            })
-            .collect())
+        Ok(heartbeats_in(self.list_dir(NODES_DIR).await?))
     }
 
     /// The bytes of an object under the root.
     pub async fn get_bytes(&self, location: &Path) -> Result<bytes::Bytes, object_store::Error> {
         self.store.get(location).await?.bytes().await
     }
+}
+
+/// The parseable heartbeats of a `nodes/` listing.
+pub fn heartbeats_in(objects: Vec<object_store::ObjectMeta>) -> Vec<HeartbeatObject> {
+    objects
+        .into_iter()
+        .filter_map(|meta| {
+            let (node_id, services) = parse_object_name(meta.location.filename()?)?;
+            Some(HeartbeatObject {
+                node_id,
+                services,
+                last_modified: meta.last_modified,
+                path: meta.location,
+            })
+        })
+        .collect()
 }
 
 /// A heartbeat object seen in a `nodes/` listing.

@@ -257,14 +257,22 @@ async fn run_coordinator(
             builder = builder.with_compaction_filter_supplier(filter.clone());
         }
     }
+    let records_error = |source| ServiceError::Records {
+        url: db.url().to_string(),
+        source: Box::new(source),
+    };
     if let Some(claim) = claim {
+        // Never beside the fleet coordinator that holds the epoch now.
+        outside_compactor::handover::wait(records, db.url(), claim.expected, &token)
+            .await
+            .map_err(records_error)?;
+        if token.is_cancelled() {
+            return Ok(());
+        }
         records
             .intend(db.url(), claim.expected + 1, claim.writer_epoch)
             .await
-            .map_err(|source| ServiceError::Records {
-                url: db.url().to_string(),
-                source: Box::new(source),
-            })?;
+            .map_err(records_error)?;
         builder = builder.with_expected_epoch(claim.expected);
     }
     let compactor = builder.build();
@@ -284,14 +292,19 @@ async fn run_coordinator(
                     // Another compactor took the epoch first.
                     records.withdraw(db.url(), claim.expected + 1, claim.writer_epoch).await;
                 }
+                if let Some(epoch) = watch.held() {
+                    records.release(db.url(), epoch).await;
+                }
                 return result.map_err(|e| db.slatedb_error(e).into());
             }
             _ = token.cancelled() => {
                 let stopped = compactor.stop().await;
-                if let Some(epoch) = unconfirmed.or(watch.held())
-                    && let Err(e) = records.confirm(db.url(), epoch).await
-                {
-                    warn!(database = %db.url(), epoch, "failed to confirm the fleet's compactor epoch while stopping: {e}");
+                if let Some(epoch) = unconfirmed.or(watch.held()) {
+                    if let Err(e) = records.confirm(db.url(), epoch).await {
+                        warn!(database = %db.url(), epoch, "failed to confirm the fleet's compactor epoch while stopping: {e}");
+                    }
+                    // Stopped: the node that gains the database may start.
+                    records.release(db.url(), epoch).await;
                 }
                 return stopped.map_err(|e| db.slatedb_error(e).into());
             }

@@ -26,7 +26,7 @@ use crate::error::Error;
 use crate::heartbeat::{self, ClockReading, HeartbeatBody};
 use crate::metrics::Metrics;
 use crate::mirror::run::MirrorRuntime;
-use crate::outside_compactor::records::EpochRecords;
+use crate::outside_compactor::records::{EpochRecords, HandoverLimits};
 use crate::plugin::hook::{Clock, HookRunner};
 use crate::probes::{NodeProbes, NodeReport};
 use crate::root::{ConfigPoller, FleetRoot, FleetView, HeartbeatObject, NODES_DIR, node_view};
@@ -479,6 +479,7 @@ impl Node {
 
     fn spawn(&mut self, key: TaskKey, spec: TaskSpec) {
         info!(database = %key.database, service = %key.service, "starting task");
+        let node = self.settings();
         let token = CancellationToken::new();
         self.next_instance += 1;
         let supervisor = Supervisor {
@@ -493,10 +494,13 @@ impl Node {
             instance: self.next_instance,
             board: self.board.clone(),
             opener: self.opener.clone(),
-            records: self.records.clone(),
+            records: self.records.clone().with_handover(HandoverLimits {
+                timeout: node.heartbeat_timeout,
+                poll: node.heartbeat_interval,
+            }),
             mirror: self.mirror.clone(),
             metrics: self.metrics.clone(),
-            fenced_wait: self.settings().heartbeat_interval,
+            fenced_wait: node.heartbeat_interval,
         };
         let handle = self.tasks.spawn(supervisor.run(token.clone()));
         let id = handle.id();

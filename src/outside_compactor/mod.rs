@@ -19,9 +19,11 @@
 //! [`judge`] is the decision, a pure function of what one look at the
 //! database saw and what an earlier look recorded; [`records`] keeps the
 //! fleet's epochs and sightings under the fleet root, and [`probe`] reads
-//! the database.
+//! the database. [`handover`] keeps two fleet coordinators from running
+//! at once when a database moves between nodes.
 
 pub mod claim;
+pub mod handover;
 pub mod probe;
 pub mod records;
 

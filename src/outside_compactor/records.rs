@@ -3,6 +3,7 @@
 //! ```text
 //! <root>/compactors/<encoded-db-url>/<epoch:020>/<node>.claiming-<writer-epoch>   before a claim
 //! <root>/compactors/<encoded-db-url>/<epoch:020>/<node>.claimed                   after it succeeded
+//! <root>/compactors/<encoded-db-url>/<epoch:020>/<node>.released                  once its coordinator stopped
 //! <root>/compactors/<encoded-db-url>/outside.json                                 the latest outside-compactor sighting
 //! ```
 //!
@@ -17,7 +18,11 @@
 //! own compactor opens (a new writer epoch) before that compactor claims.
 //! The *claimed* record, written once the claim is confirmed, counts for
 //! good. One LIST of an epoch's directory answers "is this epoch the
-//! fleet's". sleet 0.1.0 nodes never read this directory.
+//! fleet's", and which node holds it. The *released* record, written
+//! once that node's coordinator has stopped, tells the node that gains
+//! the database it may start its own without running beside it (see
+//! [`super::handover`]). sleet 0.1.0 nodes never read this directory;
+//! earlier 0.2 nodes skip names they do not know.
 
 use chrono::Utc;
 use futures::TryStreamExt;
@@ -34,6 +39,7 @@ pub const RECORDS_DIR: &str = "compactors";
 const SIGHTING_FILE: &str = "outside.json";
 const CLAIMED: &str = "claimed";
 const CLAIMING: &str = "claiming-";
+const RELEASED: &str = "released";
 /// Epochs whose records are kept per database; older ones are pruned when
 /// a claim is confirmed. Only the current epoch is ever asked about.
 const KEPT_EPOCHS: usize = 8;
@@ -63,6 +69,29 @@ struct RecordBody {
 pub struct EpochRecords {
     root: FleetRoot,
     node_id: String,
+    /// How long a coordinator waits for the node holding the epoch to
+    /// hand it over (zero: no wait), and how often it looks meanwhile.
+    handover: HandoverLimits,
+}
+
+/// See [`super::handover`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HandoverLimits {
+    /// The fleet's heartbeat timeout: a holder whose heartbeat is older
+    /// is gone, and no wait lasts longer.
+    pub timeout: std::time::Duration,
+    /// The heartbeat interval: how often a waiting coordinator looks.
+    pub poll: std::time::Duration,
+}
+
+/// The node holding an epoch, from its records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EpochHolder {
+    pub node_id: String,
+    /// Whether it confirmed the claim (rather than only set out to).
+    pub confirmed: bool,
+    /// Whether its coordinator has stopped since.
+    pub released: bool,
 }
 
 impl EpochRecords {
@@ -70,7 +99,27 @@ impl EpochRecords {
         EpochRecords {
             root,
             node_id: node_id.into(),
+            handover: HandoverLimits::default(),
         }
+    }
+
+    /// These records, with coordinators that wait up to `limits` for a
+    /// handover.
+    pub fn with_handover(mut self, limits: HandoverLimits) -> Self {
+        self.handover = limits;
+        self
+    }
+
+    pub fn handover_limits(&self) -> HandoverLimits {
+        self.handover
+    }
+
+    pub fn node_id(&self) -> &str {
+        &self.node_id
+    }
+
+    pub fn root(&self) -> &FleetRoot {
+        &self.root
     }
 
     fn error(
@@ -110,6 +159,14 @@ impl EpochRecords {
         )
     }
 
+    fn released_file(&self, database: &str, epoch: u64) -> String {
+        format!(
+            "{}/{}.{RELEASED}",
+            Self::epoch_dir(database, epoch),
+            self.node_id
+        )
+    }
+
     fn sighting_file(database: &str) -> String {
         format!("{}/{SIGHTING_FILE}", Self::dir(database))
     }
@@ -128,11 +185,76 @@ impl EpochRecords {
             meta.location
                 .filename()
                 .and_then(parse_record_name)
-                .is_some_and(|record| match record {
-                    Record::Claimed => true,
+                .is_some_and(|(_, record)| match record {
+                    Record::Claimed | Record::Released => true,
                     Record::Claiming { writer_epoch: w } => w == writer_epoch,
                 })
         }))
+    }
+
+    /// The node holding `epoch` of `database`: the newest confirmed
+    /// claim, else the newest claim set out on; `None` when no fleet node
+    /// recorded one.
+    pub async fn holder(
+        &self,
+        database: &str,
+        epoch: u64,
+    ) -> Result<Option<EpochHolder>, RecordError> {
+        let listed = self.list(&Self::epoch_dir(database, epoch)).await?;
+        let records: Vec<(String, Record, chrono::DateTime<Utc>)> = listed
+            .iter()
+            .filter_map(|meta| {
+                let (node, record) = parse_record_name(meta.location.filename()?)?;
+                Some((node, record, meta.last_modified))
+            })
+            .collect();
+        let newest = |confirmed: bool| {
+            records
+                .iter()
+                .filter(|(_, record, _)| match record {
+                    Record::Claimed => confirmed,
+                    Record::Claiming { .. } => !confirmed,
+                    Record::Released => false,
+                })
+                .max_by_key(|(_, _, at)| *at)
+                .map(|(node, ..)| (node.clone(), confirmed))
+        };
+        Ok(newest(true)
+            .or_else(|| newest(false))
+            .map(|(node_id, confirmed)| {
+                let released = records
+                    .iter()
+                    .any(|(node, record, _)| *node == node_id && *record == Record::Released);
+                EpochHolder {
+                    node_id,
+                    confirmed,
+                    released,
+                }
+            }))
+    }
+
+    /// Whether `node` has a heartbeat younger than `timeout` (by this
+    /// machine's clock, as every node judges liveness).
+    pub async fn node_live(
+        &self,
+        node: &str,
+        timeout: std::time::Duration,
+    ) -> Result<bool, RecordError> {
+        let listed = self.list(crate::root::NODES_DIR).await?;
+        let heartbeats = crate::root::heartbeats_in(listed);
+        let view = crate::root::node_view(&heartbeats, Utc::now(), timeout);
+        Ok(view.get(node).is_some_and(|sighting| sighting.live))
+    }
+
+    /// Records that this node's coordinator holding `epoch` has stopped
+    /// (best effort: without it, the next holder waits out the limit).
+    pub async fn release(&self, database: &str, epoch: u64) {
+        if let Err(e) = self.create(&self.released_file(database, epoch)).await {
+            warn!(
+                database,
+                epoch, "failed to record that the coordinator stopped: {e}"
+            );
+        }
     }
 
     /// Writes down, before claiming, that this node is about to claim
@@ -293,16 +415,21 @@ impl EpochRecords {
 enum Record {
     Claimed,
     Claiming { writer_epoch: u64 },
+    Released,
 }
 
-/// Parses `<node>.claimed` or `<node>.claiming-<writer epoch>`.
-fn parse_record_name(name: &str) -> Option<Record> {
-    let (_, kind) = name.rsplit_once('.')?;
-    if kind == CLAIMED {
-        return Some(Record::Claimed);
-    }
-    let writer_epoch = kind.strip_prefix(CLAIMING)?.parse().ok()?;
-    Some(Record::Claiming { writer_epoch })
+/// Parses `<node>.claimed`, `<node>.claiming-<writer epoch>` or
+/// `<node>.released` into the node and the record.
+fn parse_record_name(name: &str) -> Option<(String, Record)> {
+    let (node, kind) = name.rsplit_once('.')?;
+    let record = match kind {
+        CLAIMED => Record::Claimed,
+        RELEASED => Record::Released,
+        _ => Record::Claiming {
+            writer_epoch: kind.strip_prefix(CLAIMING)?.parse().ok()?,
+        },
+    };
+    Some((node.to_string(), record))
 }
 
 #[cfg(test)]
@@ -362,10 +489,17 @@ mod tests {
             !a.fleet_took(db, 4, 1).await.unwrap(),
             "pruned to the newest 8"
         );
-        assert_eq!(parse_record_name("n-1.claimed"), Some(Record::Claimed));
+        assert_eq!(
+            parse_record_name("n-1.claimed"),
+            Some(("n-1".into(), Record::Claimed))
+        );
         assert_eq!(
             parse_record_name("n-1.claiming-7"),
-            Some(Record::Claiming { writer_epoch: 7 })
+            Some(("n-1".into(), Record::Claiming { writer_epoch: 7 }))
+        );
+        assert_eq!(
+            parse_record_name("n-1.released"),
+            Some(("n-1".into(), Record::Released))
         );
         assert_eq!(parse_record_name("outside.json"), None);
     }

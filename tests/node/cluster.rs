@@ -73,6 +73,16 @@ pub fn compacted(l0: usize, runs: usize) -> bool {
     runs > 0 && l0 < 2
 }
 
+/// The node that owns a database's coordinator, by placement.
+pub fn coordinator_owner<'a>(url: &str, live: &[&'a str]) -> &'a str {
+    let canonical = sleet::registry::canonicalize_database_url(url).unwrap();
+    let key = sleet::placement::PlacementKey::Service {
+        database: &canonical,
+        service: sleet::Service::CompactorCoordinator,
+    };
+    key.owners(live.iter().copied(), 1)[0]
+}
+
 const RUNNABLE: [Service; 3] = [
     Service::Gc,
     Service::CompactorCoordinator,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use object_store::ObjectStoreExt;
 use sleet::testing::{CountingStore, Op};
 
-use crate::cluster::{Cluster, compacted, poll_until};
+use crate::cluster::{Cluster, compacted, coordinator_owner, poll_until};
 use crate::common::endpoint;
 use crate::db;
 
@@ -200,16 +200,6 @@ async fn idle_databases_cost_at_most_five_requests_a_minute_and_wake_when_writte
         "the compactor epochs kept rising after the restart"
     );
     cluster.stop("i1").await;
-}
-
-/// The node that owns a database's coordinator, by placement.
-fn coordinator_owner<'a>(url: &str, live: &[&'a str]) -> &'a str {
-    let canonical = sleet::registry::canonicalize_database_url(url).unwrap();
-    let key = sleet::placement::PlacementKey::Service {
-        database: &canonical,
-        service: sleet::Service::CompactorCoordinator,
-    };
-    key.owners(live.iter().copied(), 1)[0]
 }
 
 /// Failover of an idle database and of one that is waking: the node

@@ -279,3 +279,104 @@ async fn two_nodes_mirroring_one_target_lose_nothing_and_the_survivor_carries_on
         passes_committed(&survivor)
     );
 }
+
+/// Every compactor record of `url` under a `file://` root: (epoch, file
+/// name, modified).
+fn compactor_records(
+    root: &std::path::Path,
+    url: &str,
+) -> Vec<(u64, String, std::time::SystemTime)> {
+    let canonical = sleet::registry::canonicalize_database_url(url).unwrap();
+    let dir = root
+        .join("compactors")
+        .join(sleet::registry::encoded_name(&canonical));
+    let mut records = Vec::new();
+    for epoch in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let Ok(number) = epoch.file_name().to_string_lossy().parse::<u64>() else {
+            continue;
+        };
+        for file in std::fs::read_dir(epoch.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let modified = file.metadata().unwrap().modified().unwrap();
+            records.push((number, file.file_name().to_string_lossy().into(), modified));
+        }
+    }
+    records.sort();
+    records
+}
+
+/// A database whose coordinator moves to a node that joins (its holder
+/// still live) is handed over, never run on both: the joining node sets
+/// out to claim the next compactor epoch only after the holder recorded
+/// that its coordinator stopped. Without the wait the joining node
+/// claims at its first tick, while the holder notices only at its next
+/// one (checked by running this test with the wait off: the claim came
+/// first). Prints how long the handover took.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_coordinator_moving_to_a_joining_node_is_handed_over_not_run_twice() {
+    // Idle off: an idle coordinator stops on its own, and the handover
+    // would be over before it began.
+    let fleet = format!(
+        "{}\n[database.idle]\nenabled = false\n",
+        crate::cluster::FAST_NODE_AND_COMPACTION
+    );
+    let mut cluster = crate::cluster::Cluster::new(&fleet);
+    let url = (0..)
+        .map(|i| cluster.db_url(&format!("moving{i}")))
+        .find(|url| crate::cluster::coordinator_owner(url, &["h1", "h2"]) == "h2")
+        .unwrap();
+    db::seed(&url, 1).await;
+    cluster.fleet.register(&url).await.unwrap();
+    cluster.spawn("h1");
+    let root = cluster.root().path("");
+    let held = |node: &'static str| {
+        let (root, url) = (root.clone(), url.clone());
+        move || {
+            let records = compactor_records(&root, &url);
+            let found = records
+                .iter()
+                .find(|(_, name, _)| name == &format!("{node}.claimed"))
+                .map(|(epoch, ..)| *epoch);
+            async move { found }
+        }
+    };
+    let first = poll_until(
+        Duration::from_secs(30),
+        "h1 to claim the compactor",
+        held("h1"),
+    )
+    .await;
+    let joined = std::time::Instant::now();
+    cluster.spawn("h2");
+    let second = poll_until(
+        Duration::from_secs(30),
+        "h2 to claim the compactor",
+        held("h2"),
+    )
+    .await;
+    let took = joined.elapsed();
+    assert!(second > first, "epochs {first} then {second}");
+    let records = compactor_records(&root, &url);
+    let at = |epoch: u64, name: &dyn Fn(&str) -> bool| {
+        records
+            .iter()
+            .find(|(e, n, _)| *e == epoch && name(n))
+            .map(|(.., modified)| *modified)
+            .unwrap_or_else(|| panic!("a record of epoch {epoch} in {records:#?}"))
+    };
+    let released = at(first, &|n| n == "h1.released");
+    let claiming = at(second, &|n| n.starts_with("h2.claiming-"));
+    assert!(
+        released <= claiming,
+        "h2 set out to claim epoch {second} before h1 stopped its coordinator: {records:#?}"
+    );
+    eprintln!(
+        "handover: h2 claimed the compactor {:.2} s after it joined",
+        took.as_secs_f64()
+    );
+    cluster.stop("h2").await;
+    cluster.stop("h1").await;
+}
