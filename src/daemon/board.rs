@@ -36,6 +36,23 @@ struct TaskState {
     last_error: Option<String>,
 }
 
+/// A supervisor's hold on its board entry: dropping it removes the
+/// entry, however the supervisor ends (returns, panics, or is aborted
+/// with the node). A stale entry would go on counting a task the node no
+/// longer runs, in its heartbeat and `status`: one node reporting more
+/// coordinators than placement gives it, for good.
+pub(super) struct BoardEntry {
+    board: TaskBoard,
+    key: TaskKey,
+    instance: u64,
+}
+
+impl Drop for BoardEntry {
+    fn drop(&mut self) {
+        self.board.remove(&self.key, self.instance);
+    }
+}
+
 #[derive(Debug, Default, Clone)]
 pub(super) struct TaskBoard {
     states: Arc<Mutex<HashMap<TaskKey, TaskState>>>,
@@ -53,7 +70,10 @@ const COMPACTION_FAILURE_SHOWN: Duration = Duration::from_secs(300);
 impl TaskBoard {
     /// Records (or, with `None`, clears) a hook's deferral of a task.
     pub(super) fn set_skip(&self, key: &TaskKey, reason: Option<String>) {
-        let mut skips = self.skips.lock().expect("task board lock");
+        let mut skips = self
+            .skips
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match reason {
             Some(reason) => skips.insert(key.clone(), reason),
             None => skips.remove(key),
@@ -62,7 +82,10 @@ impl TaskBoard {
 
     /// Deferred tasks with the hook's reason, a bounded sample.
     pub(super) fn skipped(&self) -> Vec<TaskFailure> {
-        let skips = self.skips.lock().expect("task board lock");
+        let skips = self
+            .skips
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut skipped: Vec<TaskFailure> = skips
             .iter()
             .map(|(k, reason)| TaskFailure {
@@ -79,14 +102,20 @@ impl TaskBoard {
 
     /// Records a failed compaction call of `key`'s task.
     pub(super) fn report_compaction_failure(&self, key: &TaskKey, message: String) {
-        let mut failures = self.compaction_failures.lock().expect("task board lock");
+        let mut failures = self
+            .compaction_failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         failures.insert(key.clone(), (Instant::now(), message));
     }
 
     /// Compactor tasks whose jobs failed lately, with the latest error, a
     /// bounded sample.
     pub(super) fn failing_compactions(&self) -> Vec<TaskFailure> {
-        let mut failures = self.compaction_failures.lock().expect("task board lock");
+        let mut failures = self
+            .compaction_failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         failures.retain(|_, (at, _)| at.elapsed() < COMPACTION_FAILURE_SHOWN);
         let mut failing: Vec<TaskFailure> = failures
             .iter()
@@ -115,7 +144,10 @@ impl TaskBoard {
         phase: Phase,
         last_error: Option<String>,
     ) {
-        let mut states = self.states.lock().expect("task board lock");
+        let mut states = self
+            .states
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         states.insert(
             key.clone(),
             TaskState {
@@ -129,25 +161,47 @@ impl TaskBoard {
     /// Whether this supervisor's task last stood down for an outside
     /// compactor.
     pub(super) fn is_stood_down(&self, key: &TaskKey, instance: u64) -> bool {
-        let states = self.states.lock().expect("task board lock");
+        let states = self
+            .states
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         states
             .get(key)
             .is_some_and(|s| s.instance == instance && matches!(s.phase, Phase::StoodDown(_)))
     }
 
-    pub(super) fn remove(&self, key: &TaskKey, instance: u64) {
-        let mut states = self.states.lock().expect("task board lock");
+    /// The entry of supervisor `instance` of `key`, removed from the
+    /// board when the returned guard drops.
+    pub(super) fn entry(&self, key: &TaskKey, instance: u64) -> BoardEntry {
+        BoardEntry {
+            board: self.clone(),
+            key: key.clone(),
+            instance,
+        }
+    }
+
+    fn remove(&self, key: &TaskKey, instance: u64) {
+        let mut states = self
+            .states
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if states.get(key).is_some_and(|s| s.instance == instance) {
             states.remove(key);
             self.set_skip(key, None);
-            let mut failures = self.compaction_failures.lock().expect("task board lock");
+            let mut failures = self
+                .compaction_failures
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             failures.remove(key);
         }
     }
 
     /// Per-service counts for every offered service, and failing tasks.
     pub(super) fn summary(&self, offered: &[Service]) -> (Vec<ServiceTasks>, Vec<TaskFailure>) {
-        let states = self.states.lock().expect("task board lock");
+        let states = self
+            .states
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let counts = offered
             .iter()
             .map(|&service| {
@@ -184,7 +238,10 @@ impl TaskBoard {
     /// What `/status` shows of the tasks `owned`: each with its state
     /// (`starting` until its supervisor reports) and last error.
     pub(super) fn reports<'a>(&self, owned: impl Iterator<Item = &'a TaskKey>) -> Vec<TaskReport> {
-        let states = self.states.lock().expect("task board lock");
+        let states = self
+            .states
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut reports: Vec<TaskReport> = owned
             .map(|key| {
                 let state = states.get(key);
@@ -212,7 +269,10 @@ impl TaskBoard {
     /// Databases this node stands down for, one entry each (coordinator
     /// and workers may both report one): the count and a bounded sample.
     pub(super) fn outside_compactors(&self) -> (u64, Vec<OutsideCompactor>) {
-        let states = self.states.lock().expect("task board lock");
+        let states = self
+            .states
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let by_database: BTreeMap<&str, &Sighting> = states
             .iter()
             .filter_map(|(k, s)| match &s.phase {

@@ -53,6 +53,7 @@ pub(super) struct Supervisor {
 
 impl Supervisor {
     pub(super) async fn run(self, token: CancellationToken) {
+        let _entry = self.board.entry(&self.key, self.instance);
         let mut backoff = BACKOFF_START;
         let mut attempt = 0;
         let mut last_error = None;
@@ -129,7 +130,6 @@ impl Supervisor {
                 _ = tokio::time::sleep(wait) => {}
             }
         }
-        self.board.remove(&self.key, self.instance);
     }
 
     fn count(
@@ -362,28 +362,19 @@ mod tests {
         .unwrap()
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn failing_tasks_back_off_and_report_their_error() {
-        let board = TaskBoard::default();
-        let key = TaskKey {
-            database: "s3://b/db".into(),
-            service: Service::Gc,
-            target: None,
-        };
-        let opened = Arc::new(std::sync::atomic::AtomicU32::new(0));
-        let counter = opened.clone();
-        let metrics = Arc::new(Metrics::default());
-        let supervisor = Supervisor {
-            key: key.clone(),
+    /// A GC supervisor for `s3://b/db` on `board` whose store opener is
+    /// `opener`.
+    fn supervisor(board: &TaskBoard, metrics: &Arc<Metrics>, opener: DatabaseOpener) -> Supervisor {
+        Supervisor {
+            key: TaskKey {
+                database: "s3://b/db".into(),
+                service: Service::Gc,
+                target: None,
+            },
             work: gc_spec(),
             instance: 1,
             board: board.clone(),
-            opener: Arc::new(move |_: &str| {
-                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                Err(DatabaseError::NotADatabase {
-                    url: "s3://b/db".into(),
-                })
-            }),
+            opener,
             records: EpochRecords::new(
                 FleetRoot::from_parts(
                     "memory:///fleet".into(),
@@ -396,7 +387,22 @@ mod tests {
             metrics: metrics.clone(),
             hooks: HookRunner::none("n"),
             fenced_wait: Duration::from_secs(7),
-        };
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failing_tasks_back_off_and_report_their_error() {
+        let board = TaskBoard::default();
+        let opened = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let counter = opened.clone();
+        let metrics = Arc::new(Metrics::default());
+        let opener: DatabaseOpener = Arc::new(move |_: &str| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Err(DatabaseError::NotADatabase {
+                url: "s3://b/db".into(),
+            })
+        });
+        let supervisor = supervisor(&board, &metrics, opener);
         let token = CancellationToken::new();
         let task = tokio::spawn(supervisor.run(token.clone()));
         // Attempts at t=0, 2, 6, 14: the waits double from 2s.
@@ -421,5 +427,20 @@ mod tests {
             0,
             "state cleared on exit"
         );
+    }
+
+    /// A supervisor that panics (here in its store opener) leaves no
+    /// entry behind: before, its task went on counting as running in
+    /// the node's heartbeat for good.
+    #[tokio::test]
+    async fn a_supervisor_that_panics_leaves_no_task_behind() {
+        let board = TaskBoard::default();
+        let metrics = Arc::new(Metrics::default());
+        let opener: DatabaseOpener = Arc::new(|_: &str| panic!("a bug in the task"));
+        let supervisor = supervisor(&board, &metrics, opener);
+        let ended = tokio::spawn(supervisor.run(CancellationToken::new())).await;
+        assert!(ended.unwrap_err().is_panic());
+        let (counts, _) = board.summary(&[Service::Gc]);
+        assert_eq!((counts[0].running, counts[0].backoff), (0, 0));
     }
 }

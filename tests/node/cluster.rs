@@ -483,7 +483,16 @@ impl Seeded {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cluster_compacts_collects_and_fails_over() {
     let _alone = crate::HEAVY.lock().await;
-    let mut cluster = Cluster::new(&fast_fleet());
+    // Manifests at GC's default `min_age`: one second on file:// is the
+    // hazard `config check` warns of (docs/reliability.md, "The
+    // `min_age = 1s` finding"), and this test is not about it. SSTs and
+    // the WAL go after a second, so collection shows within the test.
+    let fleet = fast_fleet().replace(
+        "[database.gc.manifest]\ninterval = \"300ms\"\nmin_age = \"1s\"",
+        "[database.gc.manifest]\ninterval = \"300ms\"",
+    );
+    assert_ne!(fleet, fast_fleet());
+    let mut cluster = Cluster::new(&fleet);
     let seeded = Seeded::new(&cluster, 6).await;
     let (canonical, writer) = (&seeded.canonical, &seeded.writer);
     let mut dbs = seeded.placement();
@@ -505,14 +514,7 @@ async fn a_cluster_compacts_collects_and_fails_over() {
     .await;
     let status = cluster.status().await;
     assert_eq!(status.nodes.iter().filter(|n| n.live).count(), 3);
-    // The only warnings are the hazard of these fast test settings: a
-    // one-second manifest `min_age` on file://, once per database.
-    let (hazards, others): (Vec<_>, Vec<_>) = status
-        .warnings
-        .iter()
-        .partition(|w| w.contains("gc.manifest.min_age = 1s") && w.contains("file://"));
-    assert!(others.is_empty(), "{others:?}");
-    assert_eq!(hazards.len(), dbs.len(), "{hazards:?}");
+    assert!(status.warnings.is_empty(), "{:?}", status.warnings);
 
     seeded.assert_compacted_and_collected().await;
     let queues = cluster
