@@ -301,6 +301,9 @@ impl IdleFleet {
 /// gains about half of them. For each moved database: how long after the
 /// join h1 recorded its coordinator stopped, and h2 set out to claim the
 /// next epoch (which it does only after that record, or h1's timeout).
+/// h2 joins just after one of h1's ticks, the slowest case (h1 notices
+/// at its next tick), unless `SLEET_BENCH_HANDOVER_JOIN_DELAY_MS` moves
+/// the join later into h1's interval.
 async fn handover_bench() {
     let count = env_number("SLEET_BENCH_HANDOVER_DATABASES").map_or(24, |n| n as usize);
     let fleet = IdleFleet::seed(count).await;
@@ -366,6 +369,9 @@ async fn handover_bench() {
         })
         .cloned()
         .collect();
+    // h1 claimed at a tick; the join lands this long after it.
+    let delay = env_number("SLEET_BENCH_HANDOVER_JOIN_DELAY_MS").unwrap_or(0);
+    tokio::time::sleep(Duration::from_millis(delay)).await;
     let joined = std::time::SystemTime::now();
     let (h2, _h2_task) = spawn("h2");
     while !held_by("h2", &moving) {

@@ -496,7 +496,10 @@ impl Node {
             opener: self.opener.clone(),
             records: self.records.clone().with_handover(HandoverLimits {
                 timeout: node.heartbeat_timeout,
-                poll: node.heartbeat_interval,
+                // The holder stops at its next tick, anywhere within an
+                // interval: looking four times as often keeps the added
+                // wait a fraction of it (two LISTs a look).
+                poll: node.heartbeat_interval / 4,
             }),
             mirror: self.mirror.clone(),
             metrics: self.metrics.clone(),

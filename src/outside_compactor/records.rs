@@ -80,7 +80,8 @@ pub struct HandoverLimits {
     /// The fleet's heartbeat timeout: a holder whose heartbeat is older
     /// is gone, and no wait lasts longer.
     pub timeout: std::time::Duration,
-    /// The heartbeat interval: how often a waiting coordinator looks.
+    /// How often a waiting coordinator looks (a node uses a quarter of
+    /// its heartbeat interval).
     pub poll: std::time::Duration,
 }
 
