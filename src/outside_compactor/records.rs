@@ -476,6 +476,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_holder_is_the_confirmed_claimer_until_it_releases() {
+        let store = Arc::new(InMemory::new());
+        let (a, b) = (records("a", &store), records("b", &store));
+        let db = "s3://bucket/db";
+        assert_eq!(b.holder(db, 3).await.unwrap(), None, "nobody recorded it");
+        a.intend(db, 3, 1).await.unwrap();
+        let held = b.holder(db, 3).await.unwrap().unwrap();
+        assert_eq!((held.node_id.as_str(), held.confirmed), ("a", false));
+        a.confirm(db, 3).await.unwrap();
+        // b set out to claim the same epoch and lost: a still holds it.
+        b.intend(db, 3, 1).await.unwrap();
+        let held = b.holder(db, 3).await.unwrap().unwrap();
+        assert_eq!(
+            (held.node_id.as_str(), held.confirmed, held.released),
+            ("a", true, false)
+        );
+        a.release(db, 3).await;
+        assert!(b.holder(db, 3).await.unwrap().unwrap().released);
+        assert!(b.fleet_took(db, 3, 9).await.unwrap(), "still the fleet's");
+    }
+
+    #[tokio::test]
     async fn confirming_prunes_old_epochs() {
         let store = Arc::new(InMemory::new());
         let a = records("a", &store);
