@@ -266,6 +266,19 @@ struct IdleFleet {
 }
 
 impl IdleFleet {
+    /// Writes a `sleet.toml` that turns `[idle]` off: every service runs
+    /// all the time.
+    async fn turn_idle_off(&self) {
+        let root = self.fleet.root();
+        object_store::ObjectStoreExt::put(
+            root.store().as_ref(),
+            &root.path("sleet.toml"),
+            "[database.idle]\nenabled = false\n".into(),
+        )
+        .await
+        .expect("sleet.toml");
+    }
+
     async fn seed(count: usize) -> IdleFleet {
         use futures::StreamExt;
         let root = tempfile::tempdir().expect("a temporary root");
@@ -307,14 +320,8 @@ impl IdleFleet {
 async fn handover_bench() {
     let count = env_number("SLEET_BENCH_HANDOVER_DATABASES").map_or(24, |n| n as usize);
     let fleet = IdleFleet::seed(count).await;
+    fleet.turn_idle_off().await;
     let root = fleet.fleet.root().clone();
-    object_store::ObjectStoreExt::put(
-        root.store().as_ref(),
-        &root.path("sleet.toml"),
-        "[database.idle]\nenabled = false\n".into(),
-    )
-    .await
-    .expect("sleet.toml");
     let root_dir = std::path::PathBuf::from(root.url().trim_start_matches("file://"));
     let services = [Service::CompactorCoordinator];
     let spawn = |id: &str| {
@@ -438,14 +445,7 @@ async fn idle_bench() {
     let idle = IdleFleet::seed(count).await;
     let plain = idle.fleet.clone();
     if idle_off {
-        let root = plain.root();
-        object_store::ObjectStoreExt::put(
-            root.store().as_ref(),
-            &root.path("sleet.toml"),
-            "[database.idle]\nenabled = false\n".into(),
-        )
-        .await
-        .expect("sleet.toml");
+        idle.turn_idle_off().await;
     }
 
     let root_counts = Arc::new(CountingStore::new(plain.root().store().clone()));

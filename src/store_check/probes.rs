@@ -213,6 +213,15 @@ impl Probes {
         self.store.get(key).await?.bytes().await
     }
 
+    /// Whether `key` holds `body`; a read that failed proves nothing, and
+    /// is the error (for an unproven result).
+    async fn holds(&self, key: &Path, body: &[u8]) -> Result<bool, String> {
+        match self.read(key).await {
+            Ok(read) => Ok(read[..] == *body),
+            Err(e) => Err(format!("reading {key} back: {e}")),
+        }
+    }
+
     /// A create-only PUT over an existing key: refused, and the key keeps
     /// its body.
     async fn create_over_existing(&self) -> PropertyResult {
@@ -222,9 +231,9 @@ impl Probes {
             return unproven(property, format!("PUT {key}: {e}"));
         }
         let again = attempt(self.store.put_opts(&key, "second".into(), create()).await);
-        let kept = match self.read(&key).await {
-            Ok(body) => &body[..] == b"first",
-            Err(e) => return unproven(property, format!("reading {key} back: {e}")),
+        let kept = match self.holds(&key, b"first").await {
+            Ok(kept) => kept,
+            Err(why) => return unproven(property, why),
         };
         match (again, kept) {
             (Attempt::Refused, true) => {
@@ -270,15 +279,15 @@ impl Probes {
             }
             // The store applied it, and the reply was lost: the client's
             // retry was refused by its own write.
-            Attempt::Refused => match self.read(&existing).await {
-                Ok(body) if &body[..] == b"two" => {
+            Attempt::Refused => match self.holds(&existing, b"two").await {
+                Ok(true) => {
                     return unproven(
                         property,
                         "a compare-and-swap PUT was applied but reported refused (a lost reply?)",
                     );
                 }
-                Err(e) => return unproven(property, format!("reading {existing} back: {e}")),
-                Ok(_) => {
+                Err(why) => return unproven(property, why),
+                Ok(false) => {
                     return PropertyResult::new(
                         property,
                         Outcome::Fail,
@@ -528,12 +537,12 @@ impl Probes {
                 | object_store::Error::NotSupported { .. }),
             ) => PropertyResult::new(Property::Copy, Outcome::Fail, e.to_string()),
             Err(e) => unproven(Property::Copy, e.to_string()),
-            Ok(()) => match self.read(&to).await {
-                Ok(body) if &body[..] == b"copied" => {
+            Ok(()) => match self.holds(&to, b"copied").await {
+                Ok(true) => {
                     PropertyResult::new(Property::Copy, Outcome::Pass, "copied within the store")
                 }
-                Err(e) => unproven(Property::Copy, format!("reading the copy: {e}")),
-                Ok(_) => PropertyResult::new(
+                Err(why) => unproven(Property::Copy, why),
+                Ok(false) => PropertyResult::new(
                     Property::Copy,
                     Outcome::Fail,
                     "the copy does not hold the source's body",
@@ -547,12 +556,12 @@ impl Probes {
                 "the client offers no copy-if-not-exists for this store",
             ),
             Attempt::Failed(e) => unproven(Property::ConditionalCopy, e),
-            Attempt::Refused => match self.read(&taken).await {
-                Ok(body) if &body[..] == b"taken" => {
+            Attempt::Refused => match self.holds(&taken, b"taken").await {
+                Ok(true) => {
                     PropertyResult::new(Property::ConditionalCopy, Outcome::Pass, "refused")
                 }
-                Err(e) => unproven(Property::ConditionalCopy, format!("reading {taken}: {e}")),
-                Ok(_) => PropertyResult::new(
+                Err(why) => unproven(Property::ConditionalCopy, why),
+                Ok(false) => PropertyResult::new(
                     Property::ConditionalCopy,
                     Outcome::Fail,
                     "refused, yet the existing object was overwritten",
