@@ -4,11 +4,12 @@
 //! When ownership moves, the node that gains a coordinator sees it at its
 //! next tick, and the node that loses it at its own. Started at once, the
 //! new coordinator would run beside the old one until the old node's
-//! tick: SlateDB's fencing keeps that safe for the manifest, but a
-//! compactor takeover with compactions in flight is where SlateDB 0.18
-//! merges the writer's and the compactor's L0 lists by position
-//! (`merge_writer_and_compactor`, slatedb/slatedb#1871). The fleet causes
-//! no such overlap it can avoid: the gaining node first waits until the
+//! tick: SlateDB's fencing keeps that safe for the manifest, and a
+//! compactor takeover with compactions in flight is where the writer's
+//! positional merge of L0 lists was suspected of dropping data
+//! (`merge_writer_and_compactor`, slatedb/slatedb#1871; slatedb 0.18.0
+//! guards the watermark it merges by, see docs/reliability.md). The
+//! fleet causes no such overlap it can avoid: the gaining node first waits until the
 //! node that holds the epoch has recorded that its coordinator stopped,
 //! or its heartbeat is gone, or the heartbeat timeout has passed (so a
 //! holder that died mid-stop, or restarted, costs at most that).
@@ -60,17 +61,16 @@ pub fn judge(
 }
 
 /// Waits until this node may start a coordinator for `database`, whose
-/// compactor epoch is `epoch` (or `token` is cancelled). How long it
-/// waited, when it did.
+/// compactor epoch is `epoch` (or `token` is cancelled), logging a wait.
 pub async fn wait(
     records: &EpochRecords,
     database: &str,
     epoch: u64,
     token: &CancellationToken,
-) -> Result<Option<Duration>, RecordError> {
+) -> Result<(), RecordError> {
     let limits = records.handover_limits();
     if epoch == 0 || limits.timeout.is_zero() {
-        return Ok(None);
+        return Ok(());
     }
     let started = tokio::time::Instant::now();
     let mut said = false;
@@ -90,7 +90,17 @@ pub async fn wait(
             waited,
             limits.timeout,
         ) {
-            Handover::Go => return Ok(said.then_some(waited)),
+            Handover::Go => {
+                if said {
+                    info!(
+                        database,
+                        epoch,
+                        "handed over after {} ms",
+                        waited.as_millis()
+                    );
+                }
+                return Ok(());
+            }
             Handover::TimedOut { holder } => {
                 tracing::warn!(
                     database,
@@ -99,7 +109,7 @@ pub async fn wait(
                     "node {holder} still holds the compactor after {} ms without handing it over; starting anyway (SlateDB's fencing stops the older one)",
                     waited.as_millis()
                 );
-                return Ok(Some(waited));
+                return Ok(());
             }
             Handover::Wait { holder } => {
                 if !said {
@@ -109,7 +119,7 @@ pub async fn wait(
             }
         }
         tokio::select! {
-            _ = token.cancelled() => return Ok(Some(started.elapsed())),
+            _ = token.cancelled() => return Ok(()),
             _ = tokio::time::sleep(limits.poll) => {}
         }
     }
