@@ -2,8 +2,9 @@
 //! how long a coordinator handover takes.
 //!
 //! `cargo bench --bench fleet` runs placement and idle; `cargo bench
-//! --bench fleet -- placement`, `-- idle` or `-- handover` runs one (see
-//! [`idle_bench`] and [`handover_bench`] for their knobs).
+//! --bench fleet -- placement`, `-- idle`, `-- scale` or `-- handover`
+//! runs one (see [`idle_bench`], [`scale_bench`] and [`handover_bench`]
+//! for their knobs).
 //! Figures go to stdout; docs/performance.md records a run.
 
 use std::collections::BTreeMap;
@@ -35,6 +36,10 @@ fn main() {
     if wanted("idle") {
         let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
         runtime.block_on(idle_bench());
+    }
+    if filter.iter().any(|f| f == "scale") {
+        let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+        runtime.block_on(scale_bench());
     }
     if filter.iter().any(|f| f == "handover") {
         let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
@@ -279,6 +284,42 @@ impl IdleFleet {
         .expect("sleet.toml");
     }
 
+    /// `count` copies of one small database written an hour ago (hard
+    /// links of its files:
+    /// nothing rewrites an object in place), each registered by writing
+    /// its empty registry file as `sleet register --no-check` would.
+    async fn copies(count: usize) -> IdleFleet {
+        let root = tempfile::tempdir().expect("a temporary root");
+        let data = tempfile::tempdir().expect("a temporary data dir");
+        let fleet = Fleet::open(&format!("file://{}", root.path().display())).expect("the root");
+        eprintln!("idle: seeding {count} copies of one database");
+        let original = data.path().join("original");
+        seed_idle_database(&format!("file://{}", original.display())).await;
+        // Written an hour ago: a node starting over databases long idle.
+        backdate_tree(&original, Duration::from_secs(3600));
+        std::fs::create_dir_all(root.path().join("dbs")).expect("dbs/");
+        let urls: Vec<String> = (0..count)
+            .map(|i| {
+                let dir = data.path().join(format!("db{i:06}"));
+                link_tree(&original, &dir);
+                let url = sleet::registry::canonicalize_database_url(&format!(
+                    "file://{}",
+                    dir.display()
+                ))
+                .expect("a database url");
+                let file = sleet::registry::file_name(&url);
+                std::fs::write(root.path().join("dbs").join(file), "").expect("a registry file");
+                url
+            })
+            .collect();
+        IdleFleet {
+            fleet,
+            urls,
+            _root: root,
+            _data: data,
+        }
+    }
+
     async fn seed(count: usize) -> IdleFleet {
         use futures::StreamExt;
         let root = tempfile::tempdir().expect("a temporary root");
@@ -305,6 +346,178 @@ impl IdleFleet {
             _root: root,
             _data: data,
         }
+    }
+}
+
+/// `-- scale`: one node owning `SLEET_BENCH_SCALE_DATABASES` (default
+/// 10,000) idle `file://` databases at default settings, each a copy of
+/// one small database registered by writing its registry file (the
+/// bench's seeding is not what is measured). Resident memory before the
+/// node starts, a minute in and after the warm-up
+/// (`SLEET_BENCH_SCALE_WARMUP_SECS`, default 480 s); CPU and requests over
+/// the window; how long `sleet status` takes.
+async fn scale_bench() {
+    let count = env_number("SLEET_BENCH_SCALE_DATABASES").map_or(10_000, |n| n as usize);
+    let warmup = Duration::from_secs(env_number("SLEET_BENCH_SCALE_WARMUP_SECS").unwrap_or(480));
+    let window_secs = idle_window_secs();
+    let idle = IdleFleet::copies(count).await;
+    let before = resident_mib();
+    let node = CountedNode::start(&idle.fleet, "scale-node");
+    let first_minute = Duration::from_secs(60).min(warmup);
+    tokio::time::sleep(first_minute).await;
+    let at_a_minute = resident_mib();
+    tokio::time::sleep(warmup - first_minute).await;
+    let measured = node.measure(window_secs, count).await;
+    let per_database = |mib: f64| (mib - before) * 1024.0 / count as f64;
+    println!(
+        "scale: one node owning {count} idle databases, default settings, {window_secs} s window"
+    );
+    println!(
+        "scale: resident {before:.1} MiB before the node, {at_a_minute:.1} MiB a minute in \
+         ({:.1} KiB per database), {:.1} MiB after the warm-up ({:.1} KiB per database)",
+        per_database(at_a_minute),
+        measured.resident_mib,
+        per_database(measured.resident_mib)
+    );
+    println!("{}", measured.report("scale", count));
+    let started = Instant::now();
+    let status = sleet::status::fleet_status(
+        idle.fleet.root(),
+        chrono::Utc::now(),
+        sleet::StatusOptions::default(),
+    )
+    .await
+    .expect("status");
+    println!(
+        "scale: status of {} databases and {} node(s) in {:.2} s",
+        status.databases.len(),
+        status.nodes.len(),
+        started.elapsed().as_secs_f64()
+    );
+    node.stop().await;
+}
+
+/// A node running in this process with its requests counted: those to
+/// the fleet root, and those its services make to the databases.
+struct CountedNode {
+    root_counts: Arc<CountingStore>,
+    service_counts: Arc<CountingStore>,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), sleet::Error>>,
+}
+
+/// What a node did over a window.
+struct Measured {
+    window_secs: u64,
+    root: String,
+    service: String,
+    /// Requests per database-minute by kind of object.
+    kinds: Vec<(String, f64)>,
+    per_database: f64,
+    cpu_per_minute: f64,
+    resident_mib: f64,
+}
+
+impl Measured {
+    fn report(&self, bench: &str, count: usize) -> String {
+        let mut lines = vec![
+            format!("{bench}: fleet-root requests: {}", self.root),
+            format!("{bench}: service requests:    {}", self.service),
+        ];
+        for (kind, per_minute) in &self.kinds {
+            lines.push(format!(
+                "{bench}:   {kind:<18} {per_minute:.2}/min per database"
+            ));
+        }
+        lines.push(format!(
+            "{bench}: service requests per database: {:.2}/min",
+            self.per_database
+        ));
+        lines.push(format!(
+            "{bench}: node CPU {:.2} s/min ({:.2}% of a core), resident {:.1} MiB, \
+             {count} databases over {} s",
+            self.cpu_per_minute,
+            self.cpu_per_minute / 60.0 * 100.0,
+            self.resident_mib,
+            self.window_secs
+        ));
+        lines.join("\n")
+    }
+}
+
+impl CountedNode {
+    fn start(plain: &Fleet, id: &str) -> CountedNode {
+        let root_counts = Arc::new(CountingStore::new(plain.root().store().clone()));
+        let counted = root_counts.clone();
+        let fleet = Fleet::from_root(plain.root().clone().wrap_store(|_| counted));
+        let local: Arc<dyn ObjectStore> = Arc::new(object_store::local::LocalFileSystem::new());
+        let service_counts = Arc::new(CountingStore::new(local));
+        let counted = service_counts.clone();
+        let opener: DatabaseOpener = Arc::new(move |url: &str| {
+            let (_, path) = sleet::store::open_url(url).map_err(|source| {
+                sleet::database::DatabaseError::Store {
+                    url: url.to_string(),
+                    source,
+                }
+            })?;
+            Ok(DatabaseHandle::from_parts(
+                url.to_string(),
+                counted.clone(),
+                path,
+            ))
+        });
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn({
+            let shutdown = shutdown.clone();
+            let options = NodeOptions::new(id).with_database_opener(opener);
+            async move { fleet.run_node(options, shutdown).await }
+        });
+        CountedNode {
+            root_counts,
+            service_counts,
+            shutdown,
+            task,
+        }
+    }
+
+    /// Requests, CPU and memory over the next `window_secs`.
+    async fn measure(&self, window_secs: u64, count: usize) -> Measured {
+        let root_before = snapshot(&self.root_counts);
+        let service_before = snapshot(&self.service_counts);
+        let kinds_before = self.service_counts.by_kind();
+        let cpu_before = cpu_seconds();
+        tokio::time::sleep(Duration::from_secs(window_secs)).await;
+        let cpu = cpu_seconds() - cpu_before;
+        let root_after = snapshot(&self.root_counts);
+        let service_after = snapshot(&self.service_counts);
+        let minutes = window_secs as f64 / 60.0;
+        let kinds = self
+            .service_counts
+            .by_kind()
+            .into_iter()
+            .filter_map(|(kind, after)| {
+                let during = after - kinds_before.get(&kind).copied().unwrap_or(0);
+                (during > 0).then(|| (kind, during as f64 / minutes / count as f64))
+            })
+            .collect();
+        let service_total: u64 = (0..6).map(|i| service_after[i] - service_before[i]).sum();
+        Measured {
+            window_secs,
+            root: window(root_before, root_after, minutes),
+            service: window(service_before, service_after, minutes),
+            kinds,
+            per_database: service_total as f64 / minutes / count as f64,
+            cpu_per_minute: cpu / minutes,
+            resident_mib: resident_mib(),
+        }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.task
+            .await
+            .expect("the node task")
+            .expect("a clean stop");
     }
 }
 
@@ -448,46 +661,13 @@ async fn idle_bench() {
         idle.turn_idle_off().await;
     }
 
-    let root_counts = Arc::new(CountingStore::new(plain.root().store().clone()));
-    let counted = root_counts.clone();
-    let fleet = Fleet::from_root(plain.root().clone().wrap_store(|_| counted));
-    let local: Arc<dyn ObjectStore> = Arc::new(object_store::local::LocalFileSystem::new());
-    let service_counts = Arc::new(CountingStore::new(local));
-    let counted = service_counts.clone();
-    let opener: DatabaseOpener = Arc::new(move |url: &str| {
-        let (_, path) = sleet::store::open_url(url).map_err(|source| {
-            sleet::database::DatabaseError::Store {
-                url: url.to_string(),
-                source,
-            }
-        })?;
-        Ok(DatabaseHandle::from_parts(
-            url.to_string(),
-            counted.clone(),
-            path,
-        ))
-    });
-    let shutdown = CancellationToken::new();
-    let node = tokio::spawn({
-        let (fleet, shutdown) = (fleet.clone(), shutdown.clone());
-        let options = NodeOptions::new("idle-node").with_database_opener(opener);
-        async move { fleet.run_node(options, shutdown).await }
-    });
-
+    let node = CountedNode::start(&plain, "idle-node");
     eprintln!(
         "idle: warming up {} s, then measuring {window_secs} s",
         warmup.as_secs()
     );
     tokio::time::sleep(warmup).await;
-    let (root_before, service_before) = (snapshot(&root_counts), snapshot(&service_counts));
-    let kinds_before = service_counts.by_kind();
-    let cpu_before = cpu_seconds();
-    tokio::time::sleep(Duration::from_secs(window_secs)).await;
-    let cpu = cpu_seconds() - cpu_before;
-    let (root_after, service_after) = (snapshot(&root_counts), snapshot(&service_counts));
-    let kinds_after = service_counts.by_kind();
-
-    let minutes = window_secs as f64 / 60.0;
+    let measured = node.measure(window_secs, count).await;
     let mode = if idle_off {
         "[idle] off"
     } else {
@@ -496,33 +676,7 @@ async fn idle_bench() {
     println!(
         "idle: one node owning {count} idle databases x 3 services, {mode}, {window_secs} s window"
     );
-    println!(
-        "idle: fleet-root requests: {}",
-        window(root_before, root_after, minutes)
-    );
-    println!(
-        "idle: service requests:    {}",
-        window(service_before, service_after, minutes)
-    );
-    for (kind, after) in &kinds_after {
-        let during = after - kinds_before.get(kind).copied().unwrap_or(0);
-        if during > 0 {
-            println!(
-                "idle:   {kind:<18} {:.2}/min per database",
-                during as f64 / minutes / count as f64
-            );
-        }
-    }
-    let service_total: u64 = (0..6).map(|i| service_after[i] - service_before[i]).sum();
-    println!(
-        "idle: service requests per database: {:.2}/min",
-        service_total as f64 / minutes / count as f64
-    );
-    println!(
-        "idle: node CPU {:.2} s/min, resident {:.1} MiB",
-        cpu / minutes,
-        resident_mib()
-    );
+    println!("{}", measured.report("idle", count));
 
     let delays = wake_delays(&idle.urls[..WAKES.min(count)]).await;
     println!(
@@ -533,8 +687,7 @@ async fn idle_bench() {
         delays[delays.len() - 1],
         delays.iter().map(|d| format!("{d:.1}")).collect::<Vec<_>>()
     );
-    shutdown.cancel();
-    node.await.expect("the node task").expect("a clean stop");
+    node.stop().await;
 }
 
 /// Databases woken to measure the delay.
@@ -595,6 +748,35 @@ async fn wake_delay(url: &str) -> f64 {
     let delay = reached.elapsed().as_secs_f64();
     db.close().await.expect("close");
     delay
+}
+
+/// Moves the modification time of every file under `dir` back by `age`.
+fn backdate_tree(dir: &std::path::Path, age: Duration) {
+    let then = std::time::SystemTime::now() - age;
+    for entry in std::fs::read_dir(dir).expect("a directory").flatten() {
+        if entry.file_type().expect("a file type").is_dir() {
+            backdate_tree(&entry.path(), age);
+        } else {
+            let file = std::fs::File::options()
+                .write(true)
+                .open(entry.path())
+                .expect("a file");
+            file.set_modified(then).expect("an mtime");
+        }
+    }
+}
+
+/// Recreates the directory tree `from` at `to`, hard-linking its files.
+fn link_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("a directory");
+    for entry in std::fs::read_dir(from).expect("a directory").flatten() {
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("a file type").is_dir() {
+            link_tree(&entry.path(), &target);
+        } else {
+            std::fs::hard_link(entry.path(), &target).expect("a hard link");
+        }
+    }
 }
 
 /// A small database, written once and closed: nothing for compaction to do.

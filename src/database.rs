@@ -15,7 +15,7 @@ use slatedb::{CloseReason, ErrorKind};
 use crate::bucket_copy::BucketAddress;
 use crate::registry::{UrlError, canonicalize_database_url};
 use crate::response::QueueStatus;
-use crate::store::{StoreRoot, open_url_with_address};
+use crate::store::{SharedStores, StoreRoot, open_url_with_address};
 
 /// How long one SlateDB admin read may take before it counts as failed.
 /// `Admin` retries store errors without limit, so every call that can
@@ -83,6 +83,20 @@ impl DatabaseHandle {
                 url: canonical.clone(),
                 source,
             })?;
+        Ok(DatabaseHandle::from_parts(canonical, store, path).with_address(address))
+    }
+
+    /// [`DatabaseHandle::open`], through a node's shared stores: the
+    /// database's bucket is opened once for all of them.
+    pub fn open_shared(url: &str, stores: &SharedStores) -> Result<DatabaseHandle, DatabaseError> {
+        let canonical = canonicalize_database_url(url)?;
+        let (store, path, address) =
+            stores
+                .open(&canonical)
+                .map_err(|source| DatabaseError::Store {
+                    url: canonical.clone(),
+                    source,
+                })?;
         Ok(DatabaseHandle::from_parts(canonical, store, path).with_address(address))
     }
 

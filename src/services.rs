@@ -168,6 +168,12 @@ pub async fn run_service(
             started();
             let options = gc_options(gc, db.supports_conditional_update());
             let mut watch = VersionWatch::new(db.clone(), Watched::Changes, idle.list_always);
+            if watch.settled_for(idle.settings.sleep_after).await {
+                tokio::select! {
+                    () = token.cancelled() => return Ok(()),
+                    () = Box::pin(sweep_once(db, options.clone(), recorder.clone())) => {}
+                }
+            }
             let vet = || async { Ok(()) };
             run_while_busy(&mut watch, &idle.settings, &token, vet, |child| {
                 let (options, recorder) = (options.clone(), recorder.clone());
@@ -181,7 +187,7 @@ pub async fn run_service(
         ServiceSpec::Gc(gc, _) => {
             started();
             let options = gc_options(gc, db.supports_conditional_update());
-            let result = run_gc(db, options, recorder, token).await;
+            let result = Box::pin(run_gc(db, options, recorder, token)).await;
             result.map_err(|e| db.slatedb_error(e).into())
         }
         ServiceSpec::Coordinator(c, outside, idle, _) if idle.settings.enabled => {
@@ -206,7 +212,10 @@ pub async fn run_service(
         ServiceSpec::Coordinator(c, outside, ..) => {
             let claim = db.may_compact(records, outside).await?;
             started();
-            run_coordinator(db, c, code, claim, records, recorder, token).await
+            Box::pin(run_coordinator(
+                db, c, code, claim, records, recorder, token,
+            ))
+            .await
         }
         ServiceSpec::Workers(w, outside, idle, _) if idle.settings.enabled => {
             db.may_compact(records, outside).await?;
@@ -226,7 +235,7 @@ pub async fn run_service(
         ServiceSpec::Workers(w, outside, ..) => {
             db.may_compact(records, outside).await?;
             started();
-            run_workers(db, w, code, outside, records, recorder, token).await
+            Box::pin(run_workers(db, w, code, outside, records, recorder, token)).await
         }
     }
 }
@@ -340,6 +349,20 @@ async fn run_gc(
     until_cancelled(gc.run(), || gc.stop(), &token).await
 }
 
+/// One pass of every collector SlateDB's GC runs, as a running one does
+/// at each interval; like those passes, it logs its errors and goes on.
+async fn sweep_once(
+    db: &DatabaseHandle,
+    options: GarbageCollectorOptions,
+    recorder: Arc<dyn MetricsRecorder>,
+) {
+    let gc = GarbageCollectorBuilder::new(db.path().clone(), db.store().clone())
+        .with_options(options)
+        .with_metrics_recorder(recorder)
+        .build();
+    gc.run_gc_once().await;
+}
+
 /// Runs a SlateDB service's `run` until it ends, or until `token` is
 /// cancelled and then its `stop`. Biased: the first poll starts the
 /// service before a cancellation is looked at, so `stop` never meets a
@@ -436,7 +459,9 @@ impl DatabaseHandle {
             path: self.path(),
         };
         let limits = thresholds(outside);
-        let look = outside_compactor::look(&target, records, &limits);
+        // Boxed: the look's state would otherwise sit in every idle
+        // coordinator's and workers' task for its whole life.
+        let look = Box::pin(outside_compactor::look(&target, records, &limits));
         let seen = tokio::time::timeout(ADMIN_CALL_TIMEOUT, look)
             .await
             .map_err(|_| DatabaseError::Timeout {

@@ -123,6 +123,67 @@ fn open_with_options(
     Ok((store, Path::from_url_path(url.path())?, address))
 }
 
+/// The stores a node has opened, one per bucket (container, file
+/// system): every database in a bucket shares one client, its connection
+/// pool and its credentials. A store per database held a client, and
+/// between looks an idle connection, for each of a database's tasks:
+/// 30,000 of each on a node serving 10,000 databases. `memory://` and
+/// the other URL forms open a store each, as before (an in-memory store
+/// shared by URLs that name different stores would merge them).
+#[derive(Clone, Default)]
+pub struct SharedStores {
+    opened: Arc<std::sync::Mutex<std::collections::HashMap<String, StoreWithAddress>>>,
+}
+
+impl SharedStores {
+    /// [`open_url_with_address`], reusing the store of the URL's bucket
+    /// when this set has opened it before.
+    pub fn open(&self, canonical_url: &str) -> Result<OpenedUrl, object_store::Error> {
+        let (url, options) = parse_with_options(canonical_url)?;
+        if !shareable(&url) {
+            return open_with_options(&url, options);
+        }
+        let key = store_id(canonical_url);
+        let path = Path::from_url_path(url.path())?;
+        let cached = self.lock().get(&key).cloned();
+        if let Some((store, address)) = cached {
+            return Ok((store, path, address));
+        }
+        let (store, path, address) = open_with_options(&url, options)?;
+        let (store, address) = self.lock().entry(key).or_insert((store, address)).clone();
+        Ok((store, path, address))
+    }
+
+    /// How many stores are open.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, StoreWithAddress>> {
+        // Poison-tolerant: the map is complete after every insert.
+        self.opened.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Whether every URL of `url`'s store can share one client: the file
+/// system, and the buckets and containers [`open_with_options`] builds
+/// stores for itself (one per name, whatever the path).
+fn shareable(url: &url::Url) -> bool {
+    let bucket = url.host_str().filter(|_| url.username().is_empty());
+    match (url.scheme(), bucket) {
+        ("file", _) => true,
+        ("s3" | "s3a" | "gs", Some(_)) => true,
+        ("az" | "adl" | "azure" | "abfs" | "abfss", Some(container)) => !container.contains('.'),
+        _ => false,
+    }
+}
+
 /// A store, and the address of its bucket where it has one.
 type StoreWithAddress = (Arc<dyn ObjectStore>, Option<Arc<BucketAddress>>);
 
@@ -232,6 +293,30 @@ mod tests {
         );
         let full = child_path(&prefix, "nodes/n1.g.json");
         assert_eq!(relative_to(&prefix, &full), "nodes/n1.g.json");
+    }
+
+    /// Databases in one bucket share its store; other buckets, schemes
+    /// and `memory://` URLs get their own. Builds clients only: no
+    /// request is made.
+    #[test]
+    fn databases_in_one_bucket_share_its_store() {
+        let stores = SharedStores::default();
+        let open = |url: &str| stores.open(url).unwrap();
+        let (a, path_a, _) = open("s3://bucket/db-a");
+        let (b, path_b, address) = open("s3://bucket/team/db-b");
+        assert!(Arc::ptr_eq(&a, &b), "one store for one bucket");
+        assert_eq!((path_a.as_ref(), path_b.as_ref()), ("db-a", "team/db-b"));
+        assert!(address.is_some(), "the bucket's address comes with it");
+        let (other, ..) = open("s3://other/db");
+        assert!(!Arc::ptr_eq(&a, &other), "another bucket, another store");
+        let (f1, p1, _) = open("file:///tmp/x");
+        let (f2, ..) = open("file:///var/y");
+        assert!(Arc::ptr_eq(&f1, &f2));
+        assert_eq!(p1.as_ref(), "tmp/x");
+        let (m1, ..) = open("memory:///a");
+        let (m2, ..) = open("memory:///a");
+        assert!(!Arc::ptr_eq(&m1, &m2), "memory stores stay apart");
+        assert_eq!(stores.len(), 3);
     }
 
     #[test]

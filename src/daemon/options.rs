@@ -80,7 +80,10 @@ impl NodeOptions {
             metrics: Arc::new(Metrics::default()),
             probes: Arc::new(NodeProbes::default()),
             clock: system_clock(),
-            opener: Arc::new(|url: &str| DatabaseHandle::open(url)),
+            opener: {
+                let stores = crate::store::SharedStores::default();
+                Arc::new(move |url: &str| DatabaseHandle::open_shared(url, &stores))
+            },
         }
     }
 

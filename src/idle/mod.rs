@@ -212,10 +212,11 @@ where
                 break;
             }
         }
-        // Busy: run the service, looking every `probe_min` for quiet.
+        // Busy: run the service, looking every `probe_min` for quiet. The
+        // service's future lives on the heap only while it runs: inline,
+        // every idle database's task would carry its largest state.
         let child = token.child_token();
-        let run = service(child.clone());
-        tokio::pin!(run);
+        let mut run = Box::pin(service(child.clone()));
         loop {
             tokio::select! {
                 result = &mut run => return result,

@@ -57,6 +57,11 @@ pub struct VersionWatch {
     looks: u64,
     /// The next checkpoint expiry in the newest manifest read (GC only).
     next_expiry: Option<DateTime<Utc>>,
+    /// When the newest version seen was written, by the store's clock.
+    newest_written: Option<DateTime<Utc>>,
+    /// A move [`VersionWatch::settled_for`] saw but did not act on: the
+    /// next look reports it.
+    unreported_move: bool,
 }
 
 impl VersionWatch {
@@ -68,6 +73,8 @@ impl VersionWatch {
             seen: None,
             looks: 0,
             next_expiry: None,
+            newest_written: None,
+            unreported_move: false,
         }
     }
 
@@ -76,6 +83,35 @@ impl VersionWatch {
     pub fn due_in(&self) -> Option<std::time::Duration> {
         let at = self.next_expiry?;
         Some((at - Utc::now()).to_std().unwrap_or_default())
+    }
+
+    /// GC's first look at a database: whether its newest manifest was
+    /// written at least `age` ago. Then whatever is garbage is already old
+    /// enough to delete, so one sweep collects it all, where a collector
+    /// started on the first look's move would run for `age` (the linger)
+    /// first: on a node starting with 10,000 databases, 10,000 collectors
+    /// at once. A settled database's move is consumed, and the checkpoint
+    /// expiry it shows is followed as a look would; an unsettled one's
+    /// move is left for the next look to report.
+    pub async fn settled_for(&mut self, age: std::time::Duration) -> bool {
+        if self.seen.is_some() {
+            return false;
+        }
+        match self.moved().await {
+            Ok(moved) => self.unreported_move = moved,
+            Err(e) => {
+                tracing::debug!(watched = ?self.watched, "idle look failed: {e}");
+                return false;
+            }
+        }
+        let settled = self
+            .newest_written
+            .is_some_and(|at| (Utc::now() - at).to_std().is_ok_and(|quiet| quiet >= age));
+        if settled && self.look_for_gc(true).await == Look::Activity {
+            self.unreported_move = false;
+            return true;
+        }
+        false
     }
 
     /// What the database shows now. While `busy`, a queued or running
@@ -154,6 +190,9 @@ impl VersionWatch {
     /// Whether a version newer than the last one seen exists, following
     /// it. The first look always counts as a move.
     async fn moved(&mut self) -> Result<bool, object_store::Error> {
+        if std::mem::take(&mut self.unreported_move) {
+            return Ok(true);
+        }
         self.looks += 1;
         let Some(seen) = self.seen else {
             // An empty directory (no coordinator ever ran): the next look
@@ -184,8 +223,12 @@ impl VersionWatch {
         }
     }
 
-    /// The newest version id after `seen` (all of them for `None`): one LIST.
-    async fn newest_after(&self, seen: Option<u64>) -> Result<Option<u64>, object_store::Error> {
+    /// The newest version id after `seen` (all of them for `None`): one
+    /// LIST. Notes when that version was written.
+    async fn newest_after(
+        &mut self,
+        seen: Option<u64>,
+    ) -> Result<Option<u64>, object_store::Error> {
         let root = self.db.root();
         let dir = root.path(self.watched.dir());
         let listed: Vec<_> = match seen {
@@ -199,9 +242,16 @@ impl VersionWatch {
             }
             None => self.db.store().list(Some(&dir)).try_collect().await?,
         };
-        Ok(listed
+        let newest = listed
             .iter()
-            .filter_map(|meta| meta.location.filename()?.split('.').next()?.parse().ok())
-            .max())
+            .filter_map(|meta| {
+                let id: u64 = meta.location.filename()?.split('.').next()?.parse().ok()?;
+                Some((id, meta.last_modified))
+            })
+            .max_by_key(|(id, _)| *id);
+        if let Some((_, written)) = newest {
+            self.newest_written = Some(written);
+        }
+        Ok(newest.map(|(id, _)| id))
     }
 }

@@ -224,6 +224,15 @@ impl Cluster {
         (self, counting)
     }
 
+    /// Nodes spawned from now on reach every `file://` database through
+    /// one store that counts their requests.
+    pub fn with_counted_files(mut self) -> (Cluster, Arc<CountingStore>) {
+        let files = Arc::new(object_store::local::LocalFileSystem::new());
+        let counting = Arc::new(CountingStore::new(files));
+        self.counting = Some(counting.clone());
+        (self, counting)
+    }
+
     /// The root's directory; only `file://` clusters have one.
     pub fn root(&self) -> &FileRoot {
         self.files.as_ref().expect("a file:// cluster")
@@ -264,7 +273,8 @@ impl Cluster {
         });
     }
 
-    fn spawn_with(&mut self, id: &str, configure: impl FnOnce(NodeOptions) -> NodeOptions) {
+    /// Spawns a node whose options `configure` adjusts.
+    pub fn spawn_with(&mut self, id: &str, configure: impl FnOnce(NodeOptions) -> NodeOptions) {
         let token = CancellationToken::new();
         let fleet = self.node_fleet.clone();
         let options = configure(

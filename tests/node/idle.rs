@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use object_store::ObjectStoreExt;
+use sleet::Service;
 use sleet::testing::{CountingStore, Op};
 
 use crate::cluster::{Cluster, compacted, coordinator_owner, poll_until};
@@ -257,4 +258,73 @@ async fn an_idle_or_waking_database_fails_over() {
         killed.elapsed()
     );
     cluster.stop("f2").await;
+}
+
+/// A `file://` fleet whose GC collects a directory after 3 s and lingers
+/// 4 s after a change (3 s `min_age` plus its 1 s interval).
+fn settle_toml() -> String {
+    let mut toml =
+        String::from("[node]\nheartbeat_interval = \"500ms\"\nheartbeat_timeout = \"3s\"\n");
+    for dir in ["manifest", "wal", "compacted", "compactions"] {
+        toml.push_str(&format!(
+            "\n[database.gc.{dir}]\ninterval = \"1s\"\nmin_age = \"3s\"\n"
+        ));
+    }
+    toml.push_str(
+        "\n[database.idle]\nprobe_min = \"250ms\"\nprobe_max = \"1s\"\nsleep_after = \"2s\"\n",
+    );
+    toml
+}
+
+/// How many times a node running GC alone listed `compacted/` over 12 s (three lingers)
+/// from its start on one database seeded with three flushes, `settled`
+/// (its newest manifest older than the linger) or fresh; and whether the
+/// superseded manifests were collected by then.
+async fn gc_sweeps_after_start(settled: bool) -> (u64, bool) {
+    let (mut cluster, counting) = Cluster::new(&settle_toml()).with_counted_files();
+    let url = cluster.db_url("settle");
+    db::seed(&url, 3).await;
+    cluster.fleet.register(&url).await.unwrap();
+    let manifests = db::objects(&url, "manifest").await;
+    if settled {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    // GC alone: a coordinator would write manifests of its own.
+    cluster.spawn_with("s1", |options| options.with_services(vec![Service::Gc]));
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let lists = counting
+        .by_kind()
+        .get("list compacted")
+        .copied()
+        .unwrap_or(0);
+    let left = db::objects(&url, "manifest").await;
+    cluster.stop("s1").await;
+    (lists, left.len() == 1 && manifests.len() > 1)
+}
+
+/// A node that starts on a database nobody changed for longer than GC
+/// lingers collects its garbage in one sweep and runs no collector (at
+/// 10,000 databases, 10,000 collectors lingering at once held most of a
+/// starting node's memory). The control: a freshly written database gets
+/// the lingering collector, sweeping every interval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_settled_database_is_swept_once_at_start_a_fresh_one_lingers() {
+    let (settled_lists, settled_collected) = gc_sweeps_after_start(true).await;
+    assert!(
+        settled_collected,
+        "the one sweep collected the old manifests"
+    );
+    assert_eq!(
+        settled_lists, 1,
+        "one sweep of compacted/, then no collector"
+    );
+    let (fresh_lists, fresh_collected) = gc_sweeps_after_start(false).await;
+    assert!(
+        fresh_collected,
+        "the lingering collector collected them too"
+    );
+    assert!(
+        fresh_lists >= 3,
+        "a fresh database's collector sweeps every interval: {fresh_lists} sweeps of compacted/"
+    );
 }
