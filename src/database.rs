@@ -63,6 +63,8 @@ pub struct DatabaseHandle {
     path: Path,
     /// Its bucket's (or container's) address, for server-side copies.
     address: Option<Arc<BucketAddress>>,
+    /// Limits how many of a node's looks run at once; see [`Self::gated`].
+    looks: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl std::fmt::Debug for DatabaseHandle {
@@ -109,7 +111,30 @@ impl DatabaseHandle {
             store,
             path,
             address: None,
+            looks: None,
         }
+    }
+
+    /// The same handle, its looks sharing `looks` with every other
+    /// database of the node.
+    pub fn with_look_limit(mut self, looks: Arc<tokio::sync::Semaphore>) -> Self {
+        self.looks = Some(looks);
+        self
+    }
+
+    /// Runs one short look at the database (a few requests: the idle
+    /// watch's, a start's checks, GC's first sweep) once the node has room
+    /// for it. A node starting over 10,000 databases starts 30,000 tasks
+    /// at once, and their first looks, all at once, held hundreds of MiB
+    /// of listings (and on S3 would open as many connections); the memory
+    /// was never given back. Never nest: a look that waited for a second
+    /// permit could wait for ever.
+    pub async fn gated<T>(&self, look: impl std::future::Future<Output = T>) -> T {
+        let _permit = match &self.looks {
+            Some(looks) => looks.acquire().await.ok(),
+            None => None,
+        };
+        look.await
     }
 
     /// The same handle, knowing its bucket's address (tests and
@@ -126,7 +151,11 @@ impl DatabaseHandle {
         wrap: impl FnOnce(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore>,
     ) -> Self {
         let address = self.address.clone();
-        DatabaseHandle::from_parts(self.url, wrap(self.store), self.path).with_address(address)
+        let looks = self.looks.clone();
+        let mut wrapped =
+            DatabaseHandle::from_parts(self.url, wrap(self.store), self.path).with_address(address);
+        wrapped.looks = looks;
+        wrapped
     }
 
     pub fn url(&self) -> &str {

@@ -162,7 +162,7 @@ pub async fn run_service(
     recorder: Arc<dyn MetricsRecorder>,
     token: CancellationToken,
 ) -> Result<(), ServiceError> {
-    db.check_servable().await?;
+    db.gated(db.check_servable()).await?;
     match spec {
         ServiceSpec::Gc(gc, idle) if idle.settings.enabled => {
             started();
@@ -171,7 +171,7 @@ pub async fn run_service(
             if watch.settled_for(idle.settings.sleep_after).await {
                 tokio::select! {
                     () = token.cancelled() => return Ok(()),
-                    () = Box::pin(sweep_once(db, options.clone(), recorder.clone())) => {}
+                    () = Box::pin(db.gated(sweep_once(db, options.clone(), recorder.clone()))) => {}
                 }
             }
             let vet = || async { Ok(()) };
@@ -461,7 +461,7 @@ impl DatabaseHandle {
         let limits = thresholds(outside);
         // Boxed: the look's state would otherwise sit in every idle
         // coordinator's and workers' task for its whole life.
-        let look = Box::pin(outside_compactor::look(&target, records, &limits));
+        let look = Box::pin(self.gated(outside_compactor::look(&target, records, &limits)));
         let seen = tokio::time::timeout(ADMIN_CALL_TIMEOUT, look)
             .await
             .map_err(|_| DatabaseError::Timeout {

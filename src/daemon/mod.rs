@@ -23,6 +23,6 @@ mod owned;
 mod stores;
 mod supervisor;
 
-pub use node::run_node;
+pub use node::{LOOKS_AT_ONCE, run_node};
 pub use options::{DEFAULT_SHUTDOWN_GRACE, DatabaseOpener, NodeOptions, RUNNABLE_SERVICES};
 pub use owned::{TaskKey, TaskSpec, TaskWork, owned_tasks};

@@ -40,6 +40,19 @@ const DEAD_HEARTBEAT_TIMEOUTS: u32 = 10;
 /// Heartbeat writes whose timing estimates the node's clock skew.
 const CLOCK_SAMPLES: usize = 6;
 
+/// How many looks at its databases a node runs at once (see
+/// [`crate::database::DatabaseHandle::gated`]). A look takes a few requests; at 64 at
+/// once a node starting over 10,000 databases has looked at each within
+/// seconds on a local store, and within tens of seconds on S3.
+pub const LOOKS_AT_ONCE: usize = 64;
+
+/// `opener`, with every handle it opens sharing one node-wide limit on
+/// looks.
+fn with_look_limit(opener: DatabaseOpener) -> DatabaseOpener {
+    let looks = Arc::new(tokio::sync::Semaphore::new(LOOKS_AT_ONCE));
+    Arc::new(move |url: &str| Ok(opener(url)?.with_look_limit(looks.clone())))
+}
+
 struct RunningTask {
     spec: TaskSpec,
     token: CancellationToken,
@@ -151,7 +164,7 @@ impl Node {
             id: options.node_id,
             offered: options.services,
             heartbeat_path,
-            opener: options.opener,
+            opener: with_look_limit(options.opener),
             plugins,
             clock: options.clock,
             mirror: MirrorRuntime::new(copiers, options.max_mirror_jobs)

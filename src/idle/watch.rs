@@ -97,6 +97,11 @@ impl VersionWatch {
         if self.seen.is_some() {
             return false;
         }
+        let db = self.db.clone();
+        db.gated(Box::pin(self.settle(age))).await
+    }
+
+    async fn settle(&mut self, age: std::time::Duration) -> bool {
         match self.moved().await {
             Ok(moved) => self.unreported_move = moved,
             Err(e) => {
@@ -118,6 +123,12 @@ impl VersionWatch {
     /// compaction counts as activity even when nothing moved (a long job
     /// commits only at its end).
     pub async fn look(&mut self, busy: bool) -> Look {
+        let db = self.db.clone();
+        // Boxed: held only while looking, not by every idle task.
+        db.gated(Box::pin(self.look_now(busy))).await
+    }
+
+    async fn look_now(&mut self, busy: bool) -> Look {
         let moved = match self.moved().await {
             Ok(moved) => moved,
             Err(e) => {

@@ -44,6 +44,9 @@ pub struct CountingStore {
     /// Of the PUTs, those that began a multipart upload.
     multipart: AtomicU64,
     by_kind: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+    /// GETs and HEADs forwarded and not yet answered, and the most at once.
+    reads_in_flight: AtomicU64,
+    peak_reads: AtomicU64,
 }
 
 /// Directories of a SlateDB or fleet root a request is attributed to.
@@ -65,7 +68,14 @@ impl CountingStore {
             counts: Default::default(),
             multipart: AtomicU64::new(0),
             by_kind: Default::default(),
+            reads_in_flight: AtomicU64::new(0),
+            peak_reads: AtomicU64::new(0),
         }
+    }
+
+    /// The most GETs and HEADs this store had in flight at once.
+    pub fn peak_reads_in_flight(&self) -> u64 {
+        self.peak_reads.load(Ordering::Relaxed)
     }
 
     /// Requests by `"<op> <kind>"` (`"get manifest"`, `"list nodes"`).
@@ -115,6 +125,24 @@ impl CountingStore {
     }
 }
 
+/// One read a [`CountingStore`] forwarded, until it is answered or
+/// dropped.
+struct ReadInFlight<'a>(&'a CountingStore);
+
+impl<'a> ReadInFlight<'a> {
+    fn new(store: &'a CountingStore) -> Self {
+        let now = store.reads_in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        store.peak_reads.fetch_max(now, Ordering::Relaxed);
+        ReadInFlight(store)
+    }
+}
+
+impl Drop for ReadInFlight<'_> {
+    fn drop(&mut self) {
+        self.0.reads_in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl fmt::Display for CountingStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Counting({})", self.inner)
@@ -148,6 +176,7 @@ impl ObjectStore for CountingStore {
             if options.head { Op::Head } else { Op::Get },
             Some(location),
         );
+        let _in_flight = ReadInFlight::new(self);
         self.inner.get_opts(location, options).await
     }
 

@@ -225,10 +225,14 @@ impl Cluster {
     }
 
     /// Nodes spawned from now on reach every `file://` database through
-    /// one store that counts their requests.
-    pub fn with_counted_files(mut self) -> (Cluster, Arc<CountingStore>) {
+    /// one store that counts their requests, each delayed up to `latency`
+    /// (none for zero).
+    pub fn with_counted_files(mut self, latency: Duration) -> (Cluster, Arc<CountingStore>) {
+        let faults = Faults::new();
+        faults.set(0, latency);
         let files = Arc::new(object_store::local::LocalFileSystem::new());
-        let counting = Arc::new(CountingStore::new(files));
+        let slowed = Arc::new(FaultyStore::new(files, faults));
+        let counting = Arc::new(CountingStore::new(slowed));
         self.counting = Some(counting.clone());
         (self, counting)
     }

@@ -281,7 +281,7 @@ fn settle_toml() -> String {
 /// (its newest manifest older than the linger) or fresh; and whether the
 /// superseded manifests were collected by then.
 async fn gc_sweeps_after_start(settled: bool) -> (u64, bool) {
-    let (mut cluster, counting) = Cluster::new(&settle_toml()).with_counted_files();
+    let (mut cluster, counting) = Cluster::new(&settle_toml()).with_counted_files(Duration::ZERO);
     let url = cluster.db_url("settle");
     db::seed(&url, 3).await;
     cluster.fleet.register(&url).await.unwrap();
@@ -326,5 +326,49 @@ async fn a_settled_database_is_swept_once_at_start_a_fresh_one_lingers() {
     assert!(
         fresh_lists >= 3,
         "a fresh database's collector sweeps every interval: {fresh_lists} sweeps of compacted/"
+    );
+}
+
+/// A node starting over many databases looks at no more than
+/// [`sleet::daemon::LOOKS_AT_ONCE`] of them at once: 300 idle tasks
+/// starting together, every read taking up to 40 ms. Unbounded, their
+/// first looks all ran at once and held hundreds of MiB of listings at
+/// 2,000 databases, never given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_starting_node_looks_at_a_bounded_number_of_databases_at_once() {
+    use futures::StreamExt;
+    let (mut cluster, counting) =
+        Cluster::new(&settle_toml()).with_counted_files(Duration::from_millis(40));
+    let urls: Vec<String> = (0..150)
+        .map(|i| cluster.db_url(&format!("many{i}")))
+        .collect();
+    let fleet = cluster.fleet.clone();
+    futures::stream::iter(urls.clone())
+        .for_each_concurrent(16, |url| {
+            let fleet = fleet.clone();
+            async move {
+                db::seed(&url, 1).await;
+                fleet.register(&url).await.unwrap();
+            }
+        })
+        .await;
+    let services = vec![Service::CompactorCoordinator, Service::CompactionWorkers];
+    cluster.spawn_with("m1", |options| options.with_services(services));
+    poll_until(
+        Duration::from_secs(60),
+        "every database looked at",
+        || async {
+            (counting.count(Op::Head) + counting.count(Op::Get) >= 2 * urls.len() as u64)
+                .then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    cluster.stop("m1").await;
+    let peak = counting.peak_reads_in_flight();
+    eprintln!("at most {peak} reads in flight at once");
+    assert!(
+        peak <= sleet::daemon::LOOKS_AT_ONCE as u64,
+        "{peak} reads in flight at once"
     );
 }
