@@ -266,6 +266,8 @@ fn env_number(name: &str) -> Option<u64> {
 struct IdleFleet {
     fleet: Fleet,
     urls: Vec<String>,
+    /// How many of the registered databases exist.
+    created: usize,
     _root: tempfile::TempDir,
     _data: tempfile::TempDir,
 }
@@ -288,7 +290,9 @@ impl IdleFleet {
     /// links of its files:
     /// nothing rewrites an object in place), each registered by writing
     /// its empty registry file as `sleet register --no-check` would.
-    async fn copies(count: usize) -> IdleFleet {
+    /// Only the databases `wanted` says a node may open are created; all
+    /// `count` are registered.
+    async fn copies(count: usize, wanted: impl Fn(&str) -> bool) -> IdleFleet {
         let root = tempfile::tempdir().expect("a temporary root");
         let data = tempfile::tempdir().expect("a temporary data dir");
         let fleet = Fleet::open(&format!("file://{}", root.path().display())).expect("the root");
@@ -298,15 +302,19 @@ impl IdleFleet {
         // Written an hour ago: a node starting over databases long idle.
         backdate_tree(&original, Duration::from_secs(3600));
         std::fs::create_dir_all(root.path().join("dbs")).expect("dbs/");
+        let mut created = 0;
         let urls: Vec<String> = (0..count)
             .map(|i| {
                 let dir = data.path().join(format!("db{i:06}"));
-                link_tree(&original, &dir);
                 let url = sleet::registry::canonicalize_database_url(&format!(
                     "file://{}",
                     dir.display()
                 ))
                 .expect("a database url");
+                if wanted(&url) {
+                    link_tree(&original, &dir);
+                    created += 1;
+                }
                 let file = sleet::registry::file_name(&url);
                 std::fs::write(root.path().join("dbs").join(file), "").expect("a registry file");
                 url
@@ -315,6 +323,7 @@ impl IdleFleet {
         IdleFleet {
             fleet,
             urls,
+            created,
             _root: root,
             _data: data,
         }
@@ -342,6 +351,7 @@ impl IdleFleet {
             .await;
         IdleFleet {
             fleet,
+            created: urls.len(),
             urls,
             _root: root,
             _data: data,
@@ -358,9 +368,29 @@ impl IdleFleet {
 /// the window; how long `sleet status` takes.
 async fn scale_bench() {
     let count = env_number("SLEET_BENCH_SCALE_DATABASES").map_or(10_000, |n| n as usize);
+    let peers = env_number("SLEET_BENCH_SCALE_PEERS").unwrap_or(0) as usize;
     let warmup = Duration::from_secs(env_number("SLEET_BENCH_SCALE_WARMUP_SECS").unwrap_or(480));
     let window_secs = idle_window_secs();
-    let idle = IdleFleet::copies(count).await;
+    let peer_ids: Vec<String> = (0..peers).map(|i| format!("peer{i:03}")).collect();
+    let mut nodes: Vec<&str> = peer_ids.iter().map(String::as_str).collect();
+    nodes.push("scale-node");
+    let services = [
+        Service::Gc,
+        Service::CompactorCoordinator,
+        Service::CompactionWorkers,
+    ];
+    // The node opens only what it owns: only those databases exist.
+    let idle = IdleFleet::copies(count, |url| {
+        services.iter().any(|&service| {
+            let key = PlacementKey::Service {
+                database: url,
+                service,
+            };
+            key.owners(nodes.iter().copied(), 1)[0] == "scale-node"
+        })
+    })
+    .await;
+    let heartbeats = (peers > 0).then(|| PeerHeartbeats::start(&idle, peer_ids.clone()));
     let before = resident_mib();
     let node = CountedNode::start(&idle.fleet, "scale-node");
     let first_minute = Duration::from_secs(60).min(warmup);
@@ -368,9 +398,12 @@ async fn scale_bench() {
     let at_a_minute = resident_mib();
     tokio::time::sleep(warmup - first_minute).await;
     let measured = node.measure(window_secs, count).await;
-    let per_database = |mib: f64| (mib - before) * 1024.0 / count as f64;
+    let owned = idle.created;
+    let per_database = |mib: f64| (mib - before) * 1024.0 / owned.max(1) as f64;
     println!(
-        "scale: one node owning {count} idle databases, default settings, {window_secs} s window"
+        "scale: one node of {} owning {owned} of {count} idle databases, default settings, \
+         {window_secs} s window",
+        peers + 1
     );
     println!(
         "scale: resident {before:.1} MiB before the node, {at_a_minute:.1} MiB a minute in \
@@ -379,7 +412,7 @@ async fn scale_bench() {
         measured.resident_mib,
         per_database(measured.resident_mib)
     );
-    println!("{}", measured.report("scale", count));
+    println!("{}", measured.report("scale", owned));
     let started = Instant::now();
     let status = sleet::status::fleet_status(
         idle.fleet.root(),
@@ -388,13 +421,57 @@ async fn scale_bench() {
     )
     .await
     .expect("status");
+    let resident = resident_mib();
     println!(
-        "scale: status of {} databases and {} node(s) in {:.2} s",
+        "scale: status of {} databases and {} node(s) in {:.2} s, resident {resident:.1} MiB after",
         status.databases.len(),
         status.nodes.len(),
         started.elapsed().as_secs_f64()
     );
+    drop(heartbeats);
     node.stop().await;
+}
+
+/// Heartbeats of nodes that are not there: written in the 0.1.0 format
+/// under `nodes/` and refreshed every 5 s (the timeout is 30 s) until
+/// dropped, so a real node shares the fleet with them.
+struct PeerHeartbeats {
+    stop: CancellationToken,
+}
+
+impl PeerHeartbeats {
+    fn start(idle: &IdleFleet, ids: Vec<String>) -> PeerHeartbeats {
+        let nodes = std::path::PathBuf::from(idle.fleet.root().url().trim_start_matches("file://"))
+            .join("nodes");
+        std::fs::create_dir_all(&nodes).expect("nodes/");
+        let stop = CancellationToken::new();
+        let write = move || {
+            for id in &ids {
+                let services = sleet::daemon::RUNNABLE_SERVICES;
+                let name = sleet::heartbeat::object_name(id, &services);
+                let body = sleet::heartbeat::HeartbeatBody::new(id, Vec::new());
+                let json = serde_json::to_vec(&body).expect("a body");
+                std::fs::write(nodes.join(name), json).expect("a heartbeat");
+            }
+        };
+        write();
+        let token = stop.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = token.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_secs(5)) => write(),
+                }
+            }
+        });
+        PeerHeartbeats { stop }
+    }
+}
+
+impl Drop for PeerHeartbeats {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
 }
 
 /// A node running in this process with its requests counted: those to

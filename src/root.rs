@@ -231,7 +231,7 @@ pub fn node_view(
 
 /// What a poll of the root found: the policy, the registered databases
 /// (each with its own file layer), and warnings about anything skipped.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct FleetView {
     pub fleet: FleetConfig,
     /// Canonical database URL to its registry file's contents.

@@ -82,6 +82,9 @@ pub(super) struct StoreGate {
     checking: HashSet<String>,
     /// The last trust logged per store, so a change is logged once.
     logged: HashMap<String, Trust>,
+    /// One URL per store of the last [`StoreGate::refresh`], for
+    /// [`StoreGate::refresh_again`].
+    refreshed: Vec<String>,
 }
 
 /// Checks under way at once; more stores wait for the next tick.
@@ -96,6 +99,7 @@ impl StoreGate {
             checks: JoinSet::new(),
             checking: HashSet::new(),
             logged: HashMap::new(),
+            refreshed: Vec::new(),
         }
     }
 
@@ -122,6 +126,7 @@ impl StoreGate {
         for url in urls {
             wanted.entry(store_id(url)).or_insert(url);
         }
+        self.refreshed = wanted.values().map(|url| url.to_string()).collect();
         let now = Utc::now();
         for (store, url) in wanted {
             let stale = self
@@ -156,6 +161,27 @@ impl StoreGate {
                 }
             });
         }
+    }
+
+    /// [`StoreGate::refresh`] with the stores of the last one: collects
+    /// finished checks and renews stale reports without walking every
+    /// task's URL again.
+    pub fn refresh_again(&mut self, settings: &StoreSettings, skew_bound: Duration) {
+        let urls = std::mem::take(&mut self.refreshed);
+        self.refresh(urls.iter().map(String::as_str), settings, skew_bound);
+    }
+
+    /// Each store's trust now, in store order: what admission depends on.
+    pub fn trusts(&mut self, settings: &StoreSettings) -> Vec<(String, Trust)> {
+        let mut stores: Vec<String> = self.refreshed.iter().map(|url| store_id(url)).collect();
+        stores.sort();
+        stores
+            .into_iter()
+            .map(|store| {
+                let trust = self.trust(&store, settings);
+                (store, trust)
+            })
+            .collect()
     }
 
     /// Takes a finished check's report. A check that could not reach the
