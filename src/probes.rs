@@ -38,7 +38,9 @@ pub struct NodeReport {
     pub config_read: bool,
     /// Whether the last heartbeat PUT succeeded.
     pub heartbeat_written: bool,
-    pub tasks: Vec<TaskReport>,
+    /// Shared with the node loop, which rebuilds the list only when a
+    /// task changed: at 10,000 databases, 30,000 reports every tick.
+    pub tasks: std::sync::Arc<Vec<TaskReport>>,
 }
 
 #[derive(Debug)]

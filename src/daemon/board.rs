@@ -60,6 +60,9 @@ pub(super) struct TaskBoard {
     skips: Arc<Mutex<HashMap<TaskKey, String>>>,
     /// The latest failed compaction call of each compactor task, and when.
     compaction_failures: Arc<Mutex<HashMap<TaskKey, (Instant, String)>>>,
+    /// Bumped by every change of a task's state, so readers can tell
+    /// that nothing changed without reading them all.
+    changes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// How long a failed compaction job stays in the heartbeat after the
@@ -156,6 +159,17 @@ impl TaskBoard {
                 last_error,
             },
         );
+        self.changed();
+    }
+
+    /// How many times a task's state changed so far.
+    pub(super) fn changes(&self) -> u64 {
+        self.changes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn changed(&self) {
+        self.changes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Whether this supervisor's task last stood down for an outside
@@ -187,6 +201,7 @@ impl TaskBoard {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if states.get(key).is_some_and(|s| s.instance == instance) {
             states.remove(key);
+            self.changed();
             self.set_skip(key, None);
             let mut failures = self
                 .compaction_failures

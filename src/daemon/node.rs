@@ -70,6 +70,9 @@ struct ReconcileInputs {
     trusts: Vec<(String, crate::store_trust::Trust)>,
 }
 
+/// Task reports as `/status` shows them, shared with the probes.
+type SharedReports = Arc<Vec<crate::probes::TaskReport>>;
+
 struct RunningTask {
     spec: TaskSpec,
     token: CancellationToken,
@@ -112,6 +115,11 @@ struct Node {
     reconciled: Option<ReconcileInputs>,
     view_generation: u64,
     tasks_ended: u64,
+    /// Bumped whenever a task starts, stops or ends.
+    running_changes: u64,
+    /// The task reports last published, and the board and running
+    /// changes they were built at.
+    published: Option<((u64, u64), SharedReports)>,
     /// Recent heartbeat PUTs, timed against their `LastModified`.
     clock_samples: VecDeque<ClockSample>,
     clock_reading: Option<ClockReading>,
@@ -207,6 +215,8 @@ impl Node {
             reconciled: None,
             view_generation: 0,
             tasks_ended: 0,
+            running_changes: 0,
+            published: None,
             clock_samples: VecDeque::new(),
             clock_reading: None,
             skew_bound,
@@ -427,16 +437,24 @@ impl Node {
     }
 
     /// Shows this tick's outcome to the probes and the task gauges.
-    fn publish(&self, heartbeat_written: bool, live_nodes: Option<u64>) {
-        let tasks = self.board.reports(self.running.keys());
+    fn publish(&mut self, heartbeat_written: bool, live_nodes: Option<u64>) {
         if let Some(live) = live_nodes {
             self.metrics.node.live_nodes.set(live as i64);
         }
-        for service in &self.offered {
-            let service = service.to_string();
-            let (owned, states) = crate::probes::task_states(&tasks, &service);
-            self.metrics.record_tasks(&service, owned, &states);
-        }
+        let at = (self.board.changes(), self.running_changes);
+        let tasks = match &self.published {
+            Some((built, tasks)) if *built == at => tasks.clone(),
+            _ => {
+                let tasks = Arc::new(self.board.reports(self.running.keys()));
+                for service in &self.offered {
+                    let service = service.to_string();
+                    let (owned, states) = crate::probes::task_states(&tasks, &service);
+                    self.metrics.record_tasks(&service, owned, &states);
+                }
+                self.published = Some((at, tasks.clone()));
+                tasks
+            }
+        };
         let report = NodeReport {
             node_id: self.id.clone(),
             services: self.offered.iter().map(Service::to_string).collect(),
@@ -523,6 +541,7 @@ impl Node {
             {
                 self.running.remove(&key);
                 self.tasks_ended += 1;
+                self.running_changes += 1;
             }
         }
     }
@@ -538,6 +557,7 @@ impl Node {
             }
             keep
         });
+        self.running_changes += 1;
         for (key, spec) in owned {
             if !self.running.contains_key(&key) {
                 self.spawn(key, spec);
