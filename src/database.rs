@@ -130,11 +130,15 @@ impl DatabaseHandle {
     /// was never given back. Never nest: a look that waited for a second
     /// permit could wait for ever.
     pub async fn gated<T>(&self, look: impl std::future::Future<Output = T>) -> T {
-        let _permit = match &self.looks {
-            Some(looks) => looks.acquire().await.ok(),
-            None => None,
-        };
+        let _permit = self.look_permit().await;
         look.await
+    }
+
+    /// [`Self::gated`]'s permit, for a look that needs the handle's owner
+    /// mutably: held until dropped.
+    pub async fn look_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let looks = self.looks.clone()?;
+        looks.acquire_owned().await.ok()
     }
 
     /// The same handle, knowing its bucket's address (tests and

@@ -97,8 +97,8 @@ impl VersionWatch {
         if self.seen.is_some() {
             return false;
         }
-        let db = self.db.clone();
-        db.gated(Box::pin(self.settle(age))).await
+        let _permit = self.db.look_permit().await;
+        Box::pin(self.settle(age)).await
     }
 
     async fn settle(&mut self, age: std::time::Duration) -> bool {
@@ -123,9 +123,9 @@ impl VersionWatch {
     /// compaction counts as activity even when nothing moved (a long job
     /// commits only at its end).
     pub async fn look(&mut self, busy: bool) -> Look {
-        let db = self.db.clone();
+        let _permit = self.db.look_permit().await;
         // Boxed: held only while looking, not by every idle task.
-        db.gated(Box::pin(self.look_now(busy))).await
+        Box::pin(self.look_now(busy)).await
     }
 
     async fn look_now(&mut self, busy: bool) -> Look {
