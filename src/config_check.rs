@@ -126,7 +126,8 @@ pub async fn check_files_against_root(
             continue;
         };
         if let Ok(config) = parse_database_config(&view.fleet, &text) {
-            view.databases.insert(url.clone(), config);
+            view.databases
+                .insert(url.clone(), std::sync::Arc::new(config));
             given.insert(url, file.clone());
         }
     }

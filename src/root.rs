@@ -234,8 +234,11 @@ pub fn node_view(
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FleetView {
     pub fleet: FleetConfig,
-    /// Canonical database URL to its registry file's contents.
-    pub databases: BTreeMap<String, DatabaseConfig>,
+    /// Canonical database URL to its registry file's contents. Shared:
+    /// every empty registry file (and every unchanged one, from poll to
+    /// poll) is the same allocation, so a fleet of 100,000 databases holds
+    /// one config per distinct file, not three copies per database.
+    pub databases: BTreeMap<String, Arc<DatabaseConfig>>,
     pub warnings: Vec<String>,
 }
 
@@ -247,8 +250,8 @@ struct CachedEntry {
     text: String,
     /// The last version that parsed, with the fleet config it was checked
     /// against, so a `sleet.toml` change re-checks it without a GET.
-    good: Option<DatabaseConfig>,
-    checked_against: Option<FleetConfig>,
+    good: Option<Arc<DatabaseConfig>>,
+    checked_against: Option<Arc<FleetConfig>>,
 }
 
 /// Re-reads the fleet root with as few requests as possible, and keeps the
@@ -259,10 +262,12 @@ struct CachedEntry {
 /// and one GET per non-empty registry file whose ETag changed.
 #[derive(Debug, Default)]
 pub struct ConfigPoller {
-    fleet: FleetConfig,
+    fleet: Arc<FleetConfig>,
     fleet_e_tag: Option<String>,
     entries: HashMap<String, CachedEntry>,
-    last_databases: BTreeMap<String, DatabaseConfig>,
+    last_databases: BTreeMap<String, Arc<DatabaseConfig>>,
+    /// The config of every empty registry file.
+    fleet_defaults: Arc<DatabaseConfig>,
     /// Whether the last poll could read `sleet.toml` and list the registry
     /// (a broken file does not count: the store answered).
     read_root: bool,
@@ -289,7 +294,7 @@ impl ConfigPoller {
         let mut poller = ConfigPoller::new();
         let mut warnings = Vec::new();
         poller.poll_fleet_config(root, &mut warnings).await;
-        (poller.fleet, warnings)
+        (Arc::unwrap_or_clone(poller.fleet), warnings)
     }
 
     /// Polls `sleet.toml` and the registry.
@@ -299,7 +304,7 @@ impl ConfigPoller {
         self.poll_fleet_config(root, &mut warnings).await;
         let databases = self.poll_registry(root, &mut warnings).await;
         FleetView {
-            fleet: self.fleet.clone(),
+            fleet: FleetConfig::clone(&self.fleet),
             databases,
             warnings,
         }
@@ -324,13 +329,15 @@ impl ConfigPoller {
                 .and_then(|text| parse_fleet_config(text).map_err(|e| e.to_string()))
             {
                 Ok(config) => {
-                    self.fleet = config;
+                    self.fleet = Arc::new(config);
                     self.fleet_e_tag = e_tag;
                 }
                 Err(e) => warnings.push(format!("invalid {shown}: {e}; keeping last good config")),
             },
             Err(object_store::Error::NotFound { .. }) => {
-                self.fleet = FleetConfig::default();
+                if self.fleet_e_tag.is_some() || *self.fleet != FleetConfig::default() {
+                    self.fleet = Arc::default();
+                }
                 self.fleet_e_tag = None;
             }
             Err(e) => {
@@ -346,7 +353,7 @@ impl ConfigPoller {
         &mut self,
         root: &FleetRoot,
         warnings: &mut Vec<String>,
-    ) -> BTreeMap<String, DatabaseConfig> {
+    ) -> BTreeMap<String, Arc<DatabaseConfig>> {
         let listing = match root.list_dir(REGISTRY_DIR).await {
             Ok(listing) => listing,
             Err(e) => {
@@ -376,21 +383,39 @@ impl ConfigPoller {
         root: &FleetRoot,
         entry: &RegistryEntry,
         warnings: &mut Vec<String>,
-    ) -> DatabaseConfig {
+    ) -> Arc<DatabaseConfig> {
         if entry.size == 0 {
             // Empty means "fleet defaults": no GET, but remembered as the
             // last good version in case the file is later broken.
-            let config = DatabaseConfig::default();
-            self.entries.insert(
-                entry.name.clone(),
-                CachedEntry {
-                    e_tag: entry.e_tag.clone(),
-                    text: String::new(),
-                    good: Some(config.clone()),
-                    checked_against: Some(self.fleet.clone()),
-                },
-            );
+            let config = self.fleet_defaults.clone();
+            let known = self.entries.get(&entry.name).is_some_and(|c| {
+                c.e_tag == entry.e_tag
+                    && c.text.is_empty()
+                    && c.good.as_ref().is_some_and(|g| Arc::ptr_eq(g, &config))
+            });
+            if !known {
+                self.entries.insert(
+                    entry.name.clone(),
+                    CachedEntry {
+                        e_tag: entry.e_tag.clone(),
+                        text: String::new(),
+                        good: Some(config.clone()),
+                        checked_against: Some(self.fleet.clone()),
+                    },
+                );
+            }
             return config;
+        }
+        let fleet = &self.fleet;
+        if let Some(good) = self
+            .entries
+            .get(&entry.name)
+            .filter(|c| c.e_tag.is_some() && c.e_tag == entry.e_tag)
+            .filter(|c| c.checked_against.as_ref().is_some_and(|f| same(f, fleet)))
+            .and_then(|c| c.good.clone())
+        {
+            // Unchanged, and checked against this fleet config.
+            return good;
         }
         let cached = self
             .entries
@@ -409,15 +434,9 @@ impl ConfigPoller {
                 Err(e) => return self.fall_back(entry, e, warnings),
             },
         };
-        if cached.checked_against.as_ref() == Some(&self.fleet)
-            && let Some(good) = &cached.good
-        {
-            // Only a cache hit gets here (a fresh fetch is unchecked), and
-            // the cache already holds this entry.
-            return good.clone();
-        }
         match parse_database_config(&self.fleet, &cached.text) {
             Ok(config) => {
+                let config = Arc::new(config);
                 self.entries.insert(
                     entry.name.clone(),
                     CachedEntry {
@@ -449,7 +468,7 @@ impl ConfigPoller {
         entry: &RegistryEntry,
         problem: String,
         warnings: &mut Vec<String>,
-    ) -> DatabaseConfig {
+    ) -> Arc<DatabaseConfig> {
         match self.entries.get(&entry.name).and_then(|c| c.good.clone()) {
             Some(good) => {
                 warnings.push(format!(
@@ -463,13 +482,19 @@ impl ConfigPoller {
                     "invalid registry entry {}: {problem}; database disabled",
                     entry.name
                 ));
-                DatabaseConfig {
+                Arc::new(DatabaseConfig {
                     services: Some(Vec::new()),
                     ..DatabaseConfig::default()
-                }
+                })
             }
         }
     }
+}
+
+/// Whether two shared fleet configs are the same: the same allocation,
+/// or (after a `sleet.toml` change and back) equal.
+fn same(a: &Arc<FleetConfig>, b: &Arc<FleetConfig>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
 }
 
 /// One usable file in a `dbs/` listing.
@@ -655,19 +680,40 @@ mod tests {
         );
     }
 
+    /// Configs are shared, not copied per database: every empty registry
+    /// file is one allocation, and a file unchanged since the last poll
+    /// keeps its config (at 100,000 databases, three deep copies each
+    /// were most of a node's memory).
+    #[tokio::test]
+    async fn unchanged_and_empty_registry_files_share_one_config() {
+        let root = memory_root();
+        for db in ["s3://b/a", "s3://b/b"] {
+            root.register(db).await.unwrap();
+        }
+        let file = root.register("s3://b/c").await.unwrap().file;
+        put(&root, &file, "services = [\"gc\"]").await;
+        let mut poller = ConfigPoller::new();
+        let first = poller.poll(&root).await;
+        let second = poller.poll(&root).await;
+        let [a, b, c] = ["s3://b/a", "s3://b/b", "s3://b/c"].map(|db| &first.databases[db]);
+        assert!(Arc::ptr_eq(a, b), "empty files share the defaults");
+        assert!(Arc::ptr_eq(c, &second.databases["s3://b/c"]), "unchanged");
+        assert!(Arc::ptr_eq(a, &second.databases["s3://b/a"]));
+    }
+
     #[tokio::test]
     async fn an_empty_file_is_a_last_good_version() {
         let root = memory_root();
         let file = root.register("s3://b/db").await.unwrap().file;
         let mut poller = ConfigPoller::new();
         assert_eq!(
-            poller.poll(&root).await.databases["s3://b/db"],
+            *poller.poll(&root).await.databases["s3://b/db"],
             DatabaseConfig::default()
         );
         put(&root, &file, "services = 7").await;
         let view = poller.poll(&root).await;
         assert_eq!(
-            view.databases["s3://b/db"],
+            *view.databases["s3://b/db"],
             DatabaseConfig::default(),
             "not disabled"
         );

@@ -211,7 +211,7 @@ pub(super) mod tests {
                 .map(|(url, toml)| {
                     (
                         url.to_string(),
-                        parse_database_config(&fleet, toml).unwrap(),
+                        parse_database_config(&fleet, toml).unwrap().into(),
                     )
                 })
                 .collect(),

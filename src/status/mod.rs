@@ -600,7 +600,8 @@ mod tests {
                 DatabaseConfig {
                     services: Some(vec![Service::Gc, Service::CompactorCoordinator]),
                     ..DatabaseConfig::default()
-                },
+                }
+                .into(),
             )]),
             warnings: vec![],
         };
@@ -663,8 +664,8 @@ mod tests {
         .unwrap();
         let view = FleetView {
             databases: [
-                ("s3://b/db1".to_string(), DatabaseConfig::default()),
-                ("s3://b/db3".to_string(), DatabaseConfig::default()),
+                ("s3://b/db1".to_string(), Default::default()),
+                ("s3://b/db3".to_string(), Default::default()),
             ]
             .into(),
             fleet,
@@ -683,7 +684,7 @@ mod tests {
             ..MirrorStatus::default()
         };
         let registered = FleetView {
-            databases: [("s3://b/db2".to_string(), DatabaseConfig::default())].into(),
+            databases: [("s3://b/db2".to_string(), Default::default())].into(),
             ..FleetView::default()
         };
         assert_eq!(
