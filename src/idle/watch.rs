@@ -92,7 +92,10 @@ impl VersionWatch {
     /// first: on a node starting with 10,000 databases, 10,000 collectors
     /// at once. A settled database's move is consumed, and the checkpoint
     /// expiry it shows is followed as a look would; an unsettled one's
-    /// move is left for the next look to report.
+    /// move is left for the next look to report. A node clock ahead of
+    /// the store's makes a database look settled early: what was not yet
+    /// old enough waits for the next change to start GC (SlateDB's own
+    /// collectors judge each object's age, so nothing goes early).
     pub async fn settled_for(&mut self, age: std::time::Duration) -> bool {
         if self.seen.is_some() {
             return false;
