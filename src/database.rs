@@ -15,7 +15,7 @@ use slatedb::{CloseReason, ErrorKind};
 use crate::bucket_copy::BucketAddress;
 use crate::registry::{UrlError, canonicalize_database_url};
 use crate::response::QueueStatus;
-use crate::store::{SharedStores, StoreRoot, open_url_with_address};
+use crate::store::{OpenedUrl, SharedStores, StoreRoot, open_url_with_address};
 
 /// How long one SlateDB admin read may take before it counts as failed.
 /// `Admin` retries store errors without limit, so every call that can
@@ -79,26 +79,25 @@ impl DatabaseHandle {
     /// Opens a database from its URL, with store options from the
     /// environment. Reads nothing yet.
     pub fn open(url: &str) -> Result<DatabaseHandle, DatabaseError> {
-        let canonical = canonicalize_database_url(url)?;
-        let (store, path, address) =
-            open_url_with_address(&canonical).map_err(|source| DatabaseError::Store {
-                url: canonical.clone(),
-                source,
-            })?;
-        Ok(DatabaseHandle::from_parts(canonical, store, path).with_address(address))
+        DatabaseHandle::open_with(url, open_url_with_address)
     }
 
     /// [`DatabaseHandle::open`], through a node's shared stores: the
     /// database's bucket is opened once for all of them.
     pub fn open_shared(url: &str, stores: &SharedStores) -> Result<DatabaseHandle, DatabaseError> {
+        DatabaseHandle::open_with(url, |canonical| stores.open(canonical))
+    }
+
+    /// Canonicalizes `url` and opens its store with `open`.
+    fn open_with(
+        url: &str,
+        open: impl FnOnce(&str) -> Result<OpenedUrl, object_store::Error>,
+    ) -> Result<DatabaseHandle, DatabaseError> {
         let canonical = canonicalize_database_url(url)?;
-        let (store, path, address) =
-            stores
-                .open(&canonical)
-                .map_err(|source| DatabaseError::Store {
-                    url: canonical.clone(),
-                    source,
-                })?;
+        let (store, path, address) = open(&canonical).map_err(|source| DatabaseError::Store {
+            url: canonical.clone(),
+            source,
+        })?;
         Ok(DatabaseHandle::from_parts(canonical, store, path).with_address(address))
     }
 

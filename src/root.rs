@@ -335,6 +335,8 @@ impl ConfigPoller {
                 Err(e) => warnings.push(format!("invalid {shown}: {e}; keeping last good config")),
             },
             Err(object_store::Error::NotFound { .. }) => {
+                // A fresh allocation only on a change: entries checked
+                // against the old one then compare by pointer.
                 if self.fleet_e_tag.is_some() || *self.fleet != FleetConfig::default() {
                     self.fleet = Arc::default();
                 }
@@ -406,22 +408,22 @@ impl ConfigPoller {
             }
             return config;
         }
-        let fleet = &self.fleet;
-        if let Some(good) = self
+        let unchanged = self
             .entries
             .get(&entry.name)
-            .filter(|c| c.e_tag.is_some() && c.e_tag == entry.e_tag)
-            .filter(|c| c.checked_against.as_ref().is_some_and(|f| same(f, fleet)))
+            .filter(|c| c.e_tag.is_some() && c.e_tag == entry.e_tag);
+        if let Some(good) = unchanged
+            .filter(|c| {
+                c.checked_against
+                    .as_ref()
+                    .is_some_and(|f| same(f, &self.fleet))
+            })
             .and_then(|c| c.good.clone())
         {
-            // Unchanged, and checked against this fleet config.
+            // Checked against this fleet config already.
             return good;
         }
-        let cached = self
-            .entries
-            .get(&entry.name)
-            .filter(|c| c.e_tag.is_some() && c.e_tag == entry.e_tag)
-            .cloned();
+        let cached = unchanged.cloned();
         let cached = match cached {
             Some(c) => c,
             None => match self.fetch_entry(root, entry).await {

@@ -82,9 +82,9 @@ pub(super) struct StoreGate {
     checking: HashSet<String>,
     /// The last trust logged per store, so a change is logged once.
     logged: HashMap<String, Trust>,
-    /// One URL per store of the last [`StoreGate::refresh`], for
-    /// [`StoreGate::refresh_again`].
-    refreshed: Vec<String>,
+    /// The stores of the last [`StoreGate::refresh`], each with one URL
+    /// in it, for [`StoreGate::refresh_again`].
+    refreshed: BTreeMap<String, String>,
 }
 
 /// Checks under way at once; more stores wait for the next tick.
@@ -99,7 +99,7 @@ impl StoreGate {
             checks: JoinSet::new(),
             checking: HashSet::new(),
             logged: HashMap::new(),
-            refreshed: Vec::new(),
+            refreshed: BTreeMap::new(),
         }
     }
 
@@ -126,7 +126,10 @@ impl StoreGate {
         for url in urls {
             wanted.entry(store_id(url)).or_insert(url);
         }
-        self.refreshed = wanted.values().map(|url| url.to_string()).collect();
+        self.refreshed = wanted
+            .iter()
+            .map(|(store, url)| (store.clone(), url.to_string()))
+            .collect();
         let now = Utc::now();
         for (store, url) in wanted {
             let stale = self
@@ -167,14 +170,13 @@ impl StoreGate {
     /// finished checks and renews stale reports without walking every
     /// task's URL again.
     pub fn refresh_again(&mut self, settings: &StoreSettings, skew_bound: Duration) {
-        let urls = std::mem::take(&mut self.refreshed);
-        self.refresh(urls.iter().map(String::as_str), settings, skew_bound);
+        let stores = std::mem::take(&mut self.refreshed);
+        self.refresh(stores.values().map(String::as_str), settings, skew_bound);
     }
 
     /// Each store's trust now, in store order: what admission depends on.
     pub fn trusts(&mut self, settings: &StoreSettings) -> Vec<(String, Trust)> {
-        let mut stores: Vec<String> = self.refreshed.iter().map(|url| store_id(url)).collect();
-        stores.sort();
+        let stores: Vec<String> = self.refreshed.keys().cloned().collect();
         stores
             .into_iter()
             .map(|store| {
