@@ -54,13 +54,27 @@ fn main() {
     }
 }
 
-/// CPU seconds this process has used (user + system).
+/// CPU the bench's stand-ins for other nodes have used, in nanoseconds:
+/// not the node's, so [`cpu_seconds`] leaves it out.
+static STAND_IN_CPU_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// CPU seconds the node has used: this process's (user + system), less
+/// what the bench's stand-ins for other nodes used.
 fn cpu_seconds() -> f64 {
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage writes into the struct it is given.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+    let stand_ins = STAND_IN_CPU_NANOS.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e9;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime) - stand_ins
+}
+
+/// CPU nanoseconds the calling thread has used.
+fn thread_cpu_nanos() -> u64 {
+    let mut now: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: clock_gettime writes into the struct it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
 /// This process's resident memory, in MiB.
@@ -169,14 +183,16 @@ fn placement_bench() {
         })
         .collect();
     let view = FleetView {
-        databases: (0..DATABASES)
-            .map(|i| {
-                (
-                    format!("s3://bucket/tenant-{i:05}"),
-                    Arc::new(DatabaseConfig::default()),
-                )
-            })
-            .collect(),
+        databases: Arc::new(
+            (0..DATABASES)
+                .map(|i| {
+                    (
+                        format!("s3://bucket/tenant-{i:05}"),
+                        Arc::new(DatabaseConfig::default()),
+                    )
+                })
+                .collect(),
+        ),
         ..FleetView::default()
     };
 
@@ -402,6 +418,11 @@ async fn scale_bench() {
     let heartbeats = (peers > 0).then(|| PeerHeartbeats::start(&idle, peer_ids.clone()));
     let before = resident_mib();
     let node = CountedNode::start(&idle.fleet, "scale-node");
+    eprintln!(
+        "scale: node started; the {} s window begins after {} s",
+        window_secs,
+        warmup.as_secs()
+    );
     let first_minute = Duration::from_secs(60).min(warmup);
     tokio::time::sleep(first_minute).await;
     let at_a_minute = resident_mib();
@@ -422,6 +443,7 @@ async fn scale_bench() {
         per_database(measured.resident_mib)
     );
     println!("{}", measured.report("scale", owned));
+    eprintln!("scale: the window is over; reading status");
     let started = Instant::now();
     let status = sleet::status::fleet_status(
         idle.fleet.root(),
@@ -449,12 +471,15 @@ struct PeerHeartbeats {
 }
 
 impl PeerHeartbeats {
+    /// Writes from a thread of its own, whose CPU is left out of the
+    /// node's figure.
     fn start(idle: &IdleFleet, ids: Vec<String>) -> PeerHeartbeats {
         let nodes = std::path::PathBuf::from(idle.fleet.root().url().trim_start_matches("file://"))
             .join("nodes");
         std::fs::create_dir_all(&nodes).expect("nodes/");
         let stop = CancellationToken::new();
         let write = move || {
+            let started = thread_cpu_nanos();
             for id in &ids {
                 let services = sleet::daemon::RUNNABLE_SERVICES;
                 let name = sleet::heartbeat::object_name(id, &services);
@@ -462,15 +487,17 @@ impl PeerHeartbeats {
                 let json = serde_json::to_vec(&body).expect("a body");
                 std::fs::write(nodes.join(name), json).expect("a heartbeat");
             }
+            STAND_IN_CPU_NANOS.fetch_add(
+                thread_cpu_nanos() - started,
+                std::sync::atomic::Ordering::Relaxed,
+            );
         };
         write();
         let token = stop.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    () = token.cancelled() => return,
-                    () = tokio::time::sleep(Duration::from_secs(5)) => write(),
-                }
+        std::thread::spawn(move || {
+            while !token.is_cancelled() {
+                std::thread::sleep(Duration::from_secs(5));
+                write();
             }
         });
         PeerHeartbeats { stop }

@@ -126,7 +126,7 @@ pub async fn check_files_against_root(
             continue;
         };
         if let Ok(config) = parse_database_config(&view.fleet, &text) {
-            view.databases
+            std::sync::Arc::make_mut(&mut view.databases)
                 .insert(url.clone(), std::sync::Arc::new(config));
             given.insert(url, file.clone());
         }

@@ -152,7 +152,7 @@ impl Fleet {
         if view.databases.contains_key(&url) {
             return Ok(());
         }
-        view.databases.insert(url.clone(), Default::default());
+        std::sync::Arc::make_mut(&mut view.databases).insert(url.clone(), Default::default());
         let shared = mirror::target::shared_destinations(&view);
         match shared
             .into_iter()

@@ -22,8 +22,7 @@ pub use store::StoreCommand;
 use crate::daemon::RUNNABLE_SERVICES;
 use crate::service::{Service, first_duplicate};
 use crate::{
-    Error, Fleet, NodeOptions, RegisterResponse, StatusOptions, StatusResponse, config_check,
-    heartbeat, status,
+    Error, Fleet, NodeOptions, RegisterResponse, StatusOptions, config_check, heartbeat, status,
 };
 
 #[derive(Debug, Parser)]
@@ -229,7 +228,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
                 .with_compactions(compactions)
                 .with_mirrors(mirrors);
             let status = Fleet::open(&root)?.status(options).await?;
-            emit(format, &status, render_status)
+            emit_with(format, &status, status::write_text)
         }
         Command::Register {
             root,
@@ -303,10 +302,6 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
     shutdown.cancel();
 }
 
-fn render_status(status: &StatusResponse) -> String {
-    status::render_text(status)
-}
-
 fn render_register(r: &RegisterResponse) -> String {
     let mut out = if r.created {
         format!("registered {} at {}\n", r.url, r.file)
@@ -321,19 +316,31 @@ fn render_register(r: &RegisterResponse) -> String {
 
 /// Prints a response as text or pretty JSON with a trailing newline.
 fn emit<T: Serialize>(format: Format, value: &T, text: fn(&T) -> String) {
-    let out = match format {
-        Format::Text => text(value),
-        Format::Json => {
-            let mut json = serde_json::to_string_pretty(value).expect("responses serialize");
-            json.push('\n');
-            json
-        }
+    emit_with(format, value, |value, out| {
+        out.write_all(text(value).as_bytes())
+    })
+}
+
+/// Prints a response, writing the text or JSON straight to stdout as it
+/// is formed rather than building it in memory first: a large fleet's
+/// status is held once, not twice.
+fn emit_with<T: Serialize>(
+    format: Format,
+    value: &T,
+    text: impl FnOnce(&T, &mut dyn Write) -> std::io::Result<()>,
+) {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let written = match format {
+        Format::Text => text(value, &mut out),
+        Format::Json => serde_json::to_writer_pretty(&mut out, value)
+            .map_err(|e| {
+                assert!(e.is_io(), "responses serialize: {e}");
+                std::io::Error::from(e)
+            })
+            .and_then(|()| out.write_all(b"\n")),
     };
-    let mut stdout = std::io::stdout().lock();
     // A closed pipe (`sleet status | head`) is not an error worth a panic.
-    let _ = stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush());
+    let _ = written.and_then(|()| out.flush());
 }
 
 /// `--shutdown-grace`: a duration such as `30s` or `2m`.

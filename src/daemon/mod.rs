@@ -10,13 +10,15 @@
 //!
 //! The rooms: [`options`] (how a node is asked to run), [`owned`] (the
 //! pure computation of which tasks a node owns, and with what settings),
-//! [`node`] (the tick loop: heartbeat, config, reconcile), [`supervisor`]
+//! [`node`] (the tick loop: heartbeat, config, reconcile), [`config_polls`]
+//! (the config re-read beside the tick), [`supervisor`]
 //! (one task's runs, restarts and hooks, dispatching to the SlateDB
 //! services and the mirror side by side), [`stores`] (which stores the
 //! node may write to, from their checks) and [`board`] (the task states
 //! supervisors write and heartbeats, status and probes read).
 
 mod board;
+mod config_polls;
 mod node;
 mod options;
 mod owned;

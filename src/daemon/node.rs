@@ -1,5 +1,6 @@
 //! The tick loop: every `heartbeat_interval` a node writes its heartbeat,
-//! re-reads the config when `config_poll` is due, lists `nodes/`, deletes
+//! re-reads the config when `config_poll` is due (beside the tick, see
+//! [`super::config_polls`]), lists `nodes/`, deletes
 //! stale heartbeats, and reconciles its supervisors to exactly the tasks
 //! it owns. Each store step is bounded by the interval, so a store that
 //! hangs slows the loop and never stops it.
@@ -17,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::board::TaskBoard;
+use super::config_polls::{ConfigPolls, PollOutcome};
 use super::options::{DatabaseOpener, NodeOptions};
 use super::owned::{TaskKey, TaskSpec, owned_tasks};
 use super::stores::{StoreGate, admit, trust_label, written_url};
@@ -94,9 +96,8 @@ struct Node {
     /// The time hooks are told.
     clock: Clock,
     mirror: MirrorRuntime,
-    poller: ConfigPoller,
+    polls: ConfigPolls,
     view: FleetView,
-    last_poll: Instant,
     running: HashMap<TaskKey, RunningTask>,
     task_keys: HashMap<tokio::task::Id, TaskKey>,
     tasks: JoinSet<()>,
@@ -189,7 +190,6 @@ impl Node {
             .await;
         Ok(Node {
             records: EpochRecords::new(root.clone(), options.node_id.clone()),
-            root,
             id: options.node_id,
             offered: options.services,
             heartbeat_path,
@@ -198,9 +198,9 @@ impl Node {
             clock: options.clock,
             mirror: MirrorRuntime::new(copiers, options.max_mirror_jobs)
                 .with_metrics(options.metrics.clone()),
-            poller,
+            polls: ConfigPolls::new(root.clone(), poller),
+            root,
             view,
-            last_poll: Instant::now(),
             running: HashMap::new(),
             task_keys: HashMap::new(),
             tasks: JoinSet::new(),
@@ -247,9 +247,7 @@ impl Node {
         if !heartbeat_written {
             self.metrics.node.heartbeat_put_failures.inc();
         }
-        if !self.config_read || self.last_poll.elapsed() >= self.settings().config_poll {
-            self.poll_config(step).await;
-        }
+        self.poll_config(step).await;
         let live_nodes = match bounded(step, self.root.list_heartbeats()).await {
             Some(Ok(heartbeats)) => {
                 let now = Utc::now();
@@ -293,9 +291,7 @@ impl Node {
     /// no heartbeat, no tasks, the config still polled (an operator may
     /// trust the store) and the check renewed when due.
     async fn stand_by(&mut self, step: Duration, store_settings: &StoreSettings) {
-        if !self.config_read || self.last_poll.elapsed() >= self.settings().config_poll {
-            self.poll_config(step).await;
-        }
+        self.poll_config(step).await;
         self.stores.refresh([], store_settings, self.skew_bound);
         self.admit_and_reconcile(BTreeMap::new(), store_settings);
         self.reconciled = None;
@@ -410,33 +406,44 @@ impl Node {
         self.clock_reading = Some(reading);
     }
 
-    /// Re-reads the config, within `step`; a poll that cannot read the
-    /// root keeps the last good view and is retried at the next tick.
+    /// Starts a config poll when one is due (at once while the last one
+    /// could not read the root), and takes its view if it finishes within
+    /// `step`; otherwise a later tick does. The node keeps its last good
+    /// view meanwhile.
     async fn poll_config(&mut self, step: Duration) {
-        self.last_poll = Instant::now();
-        self.config_read = match bounded(step, self.poller.poll(&self.root)).await {
-            Some(view) => {
-                if view != self.view {
-                    self.view_generation += 1;
-                }
-                self.view = view;
-                self.skew_bound = skew_bound_for(&self.view);
-                log_warnings(&self.view);
-                self.poller.read_root()
-            }
-            None => {
-                warn!("the config poll took over {step:?}; keeping the last good config");
+        let every = self.settings().config_poll;
+        let read = match self.polls.advance(!self.config_read, every, step).await {
+            PollOutcome::Pending => return,
+            PollOutcome::Overdue(ran) => {
+                warn!(
+                    "the config poll has run for {ran:?}, over config_poll; keeping the last good config"
+                );
                 false
             }
+            PollOutcome::Failed(e) => {
+                warn!("the config poll failed: {e}; keeping the last good config");
+                false
+            }
+            PollOutcome::Finished { view, read_root } => {
+                // Cheap when nothing changed: an unchanged registry is the
+                // same allocation as last time.
+                if *view != self.view {
+                    self.view_generation += 1;
+                    self.skew_bound = skew_bound_for(&view);
+                }
+                self.view = *view;
+                log_warnings(&self.view);
+                read_root
+            }
         };
-        if self.config_read {
+        self.config_read = read;
+        if read {
             self.metrics.config_read();
         } else {
             self.metrics.node.config_poll_failures.inc();
         }
     }
 
-    /// Shows this tick's outcome to the probes and the task gauges.
     fn publish(&mut self, heartbeat_written: bool, live_nodes: Option<u64>) {
         if let Some(live) = live_nodes {
             self.metrics.node.live_nodes.set(live as i64);

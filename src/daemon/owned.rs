@@ -76,7 +76,7 @@ pub fn owned_tasks(
     let hash = view.fleet.node.resolve().placement_hash;
     let shared = std::cell::OnceCell::new();
     let mut owned = BTreeMap::new();
-    for (url, file) in &view.databases {
+    for (url, file) in view.databases.iter() {
         let settings = view.fleet.resolve_database(file);
         for assignment in database_assignments(url, &settings, &live, hash) {
             if !assignment.owners.iter().any(|o| o == node_id) {
@@ -206,15 +206,17 @@ pub(super) mod tests {
     pub(in crate::daemon) fn view(databases: &[(&str, &str)]) -> FleetView {
         let fleet = FleetConfig::default();
         FleetView {
-            databases: databases
-                .iter()
-                .map(|(url, toml)| {
-                    (
-                        url.to_string(),
-                        parse_database_config(&fleet, toml).unwrap().into(),
-                    )
-                })
-                .collect(),
+            databases: std::sync::Arc::new(
+                databases
+                    .iter()
+                    .map(|(url, toml)| {
+                        (
+                            url.to_string(),
+                            parse_database_config(&fleet, toml).unwrap().into(),
+                        )
+                    })
+                    .collect(),
+            ),
             fleet,
             warnings: vec![],
         }

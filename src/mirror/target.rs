@@ -23,7 +23,7 @@ pub fn shared_destinations(
 ) -> std::collections::BTreeMap<String, Vec<(String, String)>> {
     let mut users: std::collections::BTreeMap<String, Vec<(String, String)>> =
         std::collections::BTreeMap::new();
-    for (database, file) in &view.databases {
+    for (database, file) in view.databases.iter() {
         let settings = view.fleet.resolve_database(file);
         if !settings.services.contains(&crate::service::Service::Mirror) {
             continue;

@@ -5,9 +5,11 @@
 //! shows is what nodes that see the same root will run.
 
 mod stores;
+mod text;
+
+pub use text::{render_text, table, write_table, write_text};
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -81,7 +83,7 @@ pub async fn fleet_status(
 /// collide or are themselves registered, and databases no target covers.
 async fn add_mirrors(status: &mut StatusResponse, view: &FleetView) {
     let mut mirrors = Vec::new();
-    for (url, file) in &view.databases {
+    for (url, file) in view.databases.iter() {
         let settings = view.fleet.resolve_database(file);
         if !settings.services.contains(&Service::Mirror) {
             continue;
@@ -362,38 +364,6 @@ fn outside_compactors(
     by_database
 }
 
-/// The mirror lag table, then one `error:` line per unreadable mirror.
-fn render_mirrors(mirrors: &[MirrorStatus]) -> String {
-    let cell = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
-    let rows = mirrors.iter().map(|m| {
-        vec![
-            m.database.clone(),
-            m.target.clone(),
-            m.destination.clone(),
-            cell(m.manifests_behind),
-            cell(m.wal_behind),
-            cell(m.seconds_behind),
-        ]
-    });
-    let mut out = table(
-        &[
-            "DATABASE",
-            "TARGET",
-            "DESTINATION",
-            "MANIFESTS",
-            "WAL",
-            "SECONDS",
-        ],
-        rows,
-    );
-    for m in mirrors {
-        if let Some(e) = &m.error {
-            let _ = writeln!(out, "error: {} target {}: {e}", m.database, m.target);
-        }
-    }
-    out
-}
-
 fn task_name(f: &crate::heartbeat::TaskFailure) -> String {
     match &f.target {
         Some(target) => format!("{} target {target}", f.service),
@@ -458,109 +428,6 @@ fn plugin_warnings(
     warnings
 }
 
-/// Renders status for people: borderless tables, one blank line between
-/// sections, warnings last.
-pub fn render_text(status: &StatusResponse) -> String {
-    let nodes = status.nodes.iter().map(|n| {
-        vec![
-            n.node_id.clone(),
-            if n.live { "yes" } else { "no" }.to_string(),
-            n.heartbeat_age.to_string(),
-            join_services(&n.services),
-            n.sleet_version.clone().unwrap_or_else(|| "-".into()),
-            n.slatedb_version.clone().unwrap_or_else(|| "-".into()),
-        ]
-    });
-    let with_queue = status.databases.iter().any(|db| db.queue.is_some());
-    let placements = status.databases.iter().flat_map(|db| {
-        db.services.iter().map(move |p| {
-            let service = match &p.target {
-                Some(target) => format!("{} ({target})", p.service),
-                None => p.service.to_string(),
-            };
-            let nodes = if p.nodes.is_empty() {
-                "-".to_string()
-            } else {
-                p.nodes.join(",")
-            };
-            let mut row = vec![db.url.clone(), service, nodes];
-            if with_queue {
-                row.push(db.queue.map_or("-".into(), |q| {
-                    format!("{} waiting, {} running", q.claimable, q.running)
-                }));
-            }
-            row
-        })
-    });
-    let mut out = table(
-        &["NODE", "LIVE", "HEARTBEAT", "SERVICES", "SLEET", "SLATEDB"],
-        nodes,
-    );
-    out.push('\n');
-    let headers: &[&str] = if with_queue {
-        &["DATABASE", "SERVICE", "NODES", "QUEUE"]
-    } else {
-        &["DATABASE", "SERVICE", "NODES"]
-    };
-    out.push_str(&table(headers, placements));
-    if !status.mirrors.is_empty() {
-        out.push('\n');
-        out.push_str(&render_mirrors(&status.mirrors));
-    }
-    if !status.stores.is_empty() {
-        out.push('\n');
-        out.push_str(&stores::render(&status.stores));
-    }
-    if !status.warnings.is_empty() {
-        out.push('\n');
-        for warning in &status.warnings {
-            let _ = writeln!(out, "warning: {warning}");
-        }
-    }
-    out
-}
-
-fn join_services(services: &[Service]) -> String {
-    if services.is_empty() {
-        return "-".into();
-    }
-    services
-        .iter()
-        .map(|s| s.as_str())
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// A left-aligned table: each column padded to its widest cell plus a
-/// two-space gutter, the last column unpadded, no trailing whitespace.
-pub fn table(headers: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> String {
-    let rows: Vec<Vec<String>> = std::iter::once(headers.iter().map(|h| h.to_string()).collect())
-        .chain(rows)
-        .collect();
-    let widths: Vec<usize> = (0..headers.len())
-        .map(|col| {
-            rows.iter()
-                .map(|r| r[col].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for row in &rows {
-        let mut line = String::new();
-        for (col, cell) in row.iter().enumerate() {
-            if col + 1 == row.len() {
-                line.push_str(cell);
-            } else {
-                let _ = write!(line, "{cell:<width$}  ", width = widths[col]);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -595,14 +462,14 @@ mod tests {
         let bodies = BTreeMap::from([("sleet-1".to_string(), body)]);
         let view = FleetView {
             fleet: FleetConfig::default(),
-            databases: BTreeMap::from([(
+            databases: std::sync::Arc::new(BTreeMap::from([(
                 "s3://b/db".to_string(),
                 DatabaseConfig {
                     services: Some(vec![Service::Gc, Service::CompactorCoordinator]),
                     ..DatabaseConfig::default()
                 }
                 .into(),
-            )]),
+            )])),
             warnings: vec![],
         };
         let mut status = derive_status(&view, &sightings, &bodies);
@@ -663,11 +530,10 @@ mod tests {
         )
         .unwrap();
         let view = FleetView {
-            databases: [
+            databases: std::sync::Arc::new(BTreeMap::from([
                 ("s3://b/db1".to_string(), Default::default()),
                 ("s3://b/db3".to_string(), Default::default()),
-            ]
-            .into(),
+            ])),
             fleet,
             warnings: vec![],
         };
@@ -684,7 +550,10 @@ mod tests {
             ..MirrorStatus::default()
         };
         let registered = FleetView {
-            databases: [("s3://b/db2".to_string(), Default::default())].into(),
+            databases: std::sync::Arc::new(BTreeMap::from([(
+                "s3://b/db2".to_string(),
+                Default::default(),
+            )])),
             ..FleetView::default()
         };
         assert_eq!(

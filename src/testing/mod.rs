@@ -292,6 +292,8 @@ pub struct Faults {
     /// store applies it first (a reply lost on the way back).
     fail_one_at: AtomicU64,
     fail_one_applied: std::sync::atomic::AtomicBool,
+    /// Requests whose location contains this text wait this long more.
+    slow: std::sync::Mutex<Option<(String, std::time::Duration)>>,
 }
 
 impl Faults {
@@ -307,9 +309,16 @@ impl Faults {
             .store(max_latency.as_millis() as u64, Ordering::Relaxed);
     }
 
+    /// Delays every request whose location (for a LIST, its prefix)
+    /// contains `text` by `delay`, on top of [`Faults::set`]'s latency.
+    pub fn slow_down(&self, text: &str, delay: std::time::Duration) {
+        *self.slow.lock().expect("faults lock") = Some((text.to_string(), delay));
+    }
+
     /// No more faults.
     pub fn clear(&self) {
         self.set(0, std::time::Duration::ZERO);
+        *self.slow.lock().expect("faults lock") = None;
     }
 
     /// Fails every write to a location in `location`'s directory that
@@ -390,6 +399,10 @@ impl Faults {
 
     /// The latency and per-mille errors of [`Faults::set`].
     async fn chance(&self, location: &str) -> Result<()> {
+        let slow = self.slow.lock().expect("faults lock").clone();
+        if let Some((_, delay)) = slow.filter(|(text, _)| location.contains(text.as_str())) {
+            tokio::time::sleep(delay).await;
+        }
         let max_latency = self.max_latency_ms.load(Ordering::Relaxed);
         if max_latency > 0 {
             let wait = self.draw() % (max_latency + 1);

@@ -622,6 +622,52 @@ async fn a_cluster_compacts_collects_and_fails_over() {
     );
 }
 
+/// A registry that takes longer to list than a tick (100,000 databases
+/// are 100 LIST pages on S3) still reaches a running node, and the node
+/// keeps its heartbeat on time meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_slower_to_list_than_a_tick_still_reaches_the_node() {
+    let faults = Faults::new();
+    let mut cluster = Cluster::new(&fast_fleet()).with_faults(faults.clone());
+    let registry = cluster.root().path("dbs");
+    let registry = registry.to_str().unwrap().trim_start_matches('/');
+    // Every LIST (and GET) of dbs/ takes 700 ms: three and a half ticks.
+    faults.slow_down(registry, Duration::from_millis(700));
+    cluster.spawn("solo");
+    poll_until(Duration::from_secs(10), "the first heartbeat", || async {
+        cluster.body("solo").await
+    })
+    .await;
+    let later = cluster.db_url("registered-later");
+    cluster.fleet.register(&later).await.unwrap();
+    let heartbeat = cluster.root().path("nodes/solo.cgw.json");
+    let oldest = std::sync::Mutex::new(Duration::ZERO);
+    poll_until(
+        Duration::from_secs(20),
+        "the node to own the database registered while it runs",
+        || async {
+            let age = std::fs::metadata(&heartbeat)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|m| m.elapsed().ok())
+                .unwrap_or_default();
+            {
+                let mut oldest = oldest.lock().unwrap();
+                *oldest = (*oldest).max(age);
+            }
+            let owned: u64 = cluster.tasks("solo", true).await?.values().sum();
+            (owned == 3).then_some(())
+        },
+    )
+    .await;
+    let oldest = *oldest.lock().unwrap();
+    assert!(
+        oldest < Duration::from_secs(1),
+        "heartbeats every 200 ms: one was {oldest:?} old"
+    );
+    cluster.stop("solo").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_while_running_keeps_the_node_on_its_last_good_view() {
     let _alone = crate::HEAVY.lock().await;
