@@ -74,6 +74,10 @@ pub use tokio_util::sync::CancellationToken;
 
 use root::FleetRoot;
 
+/// Registry files [`Fleet::register_all`] creates at once: enough to
+/// hide a store's round trip, few enough not to be throttled.
+pub const REGISTERS_IN_FLIGHT: usize = 32;
+
 /// This sleet release.
 pub const SLEET_VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -124,6 +128,25 @@ impl Fleet {
     /// fails (and is not trusted in `sleet.toml`) is refused with
     /// [`Error::StoreRefused`].
     pub async fn register(&self, database_url: &str) -> Result<RegisterResponse, Error> {
+        let mut registered = self.register_all(&[database_url.to_string()]).await?;
+        Ok(registered.remove(0))
+    }
+
+    /// Registers many databases as [`Fleet::register`] does one, paying
+    /// once for what they share: one config read, one store check and (with
+    /// mirror targets) one read of the registry for collisions, then the
+    /// create-only PUTs, [`REGISTERS_IN_FLIGHT`] at a time. Every URL is
+    /// checked before anything is written; a collision between two of them
+    /// is refused like one with a registered database. Returned in the
+    /// order given.
+    pub async fn register_all(
+        &self,
+        database_urls: &[String],
+    ) -> Result<Vec<RegisterResponse>, Error> {
+        let urls = database_urls
+            .iter()
+            .map(|url| registry::canonicalize_database_url(url))
+            .collect::<Result<Vec<_>, _>>()?;
         let (fleet, _) = root::ConfigPoller::fleet_config(&self.root).await;
         let view = root::FleetView {
             fleet,
@@ -139,24 +162,37 @@ impl Fleet {
         )
         .await?;
         if !view.fleet.database.mirror.targets.is_empty() {
-            self.refuse_shared_destination(database_url).await?;
+            self.refuse_shared_destinations(&urls).await?;
         }
-        self.root.register(database_url).await
+        use futures::StreamExt;
+        futures::stream::iter(&urls)
+            .map(|url| self.root.register(url))
+            .buffered(REGISTERS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect()
     }
 
-    /// Refuses a new registration whose mirror destinations another
-    /// registered database already copies to.
-    async fn refuse_shared_destination(&self, database_url: &str) -> Result<(), Error> {
-        let url = registry::canonicalize_database_url(database_url)?;
+    /// Refuses new registrations whose mirror destinations a registered
+    /// database, or another of them, already copies to.
+    async fn refuse_shared_destinations(&self, urls: &[String]) -> Result<(), Error> {
         let mut view = root::ConfigPoller::new().poll(&self.root).await;
-        if view.databases.contains_key(&url) {
+        let new: std::collections::BTreeSet<&String> = urls
+            .iter()
+            .filter(|url| !view.databases.contains_key(*url))
+            .collect();
+        if new.is_empty() {
             return Ok(());
         }
-        std::sync::Arc::make_mut(&mut view.databases).insert(url.clone(), Default::default());
+        let databases = std::sync::Arc::make_mut(&mut view.databases);
+        for url in &new {
+            databases.insert((*url).clone(), Default::default());
+        }
         let shared = mirror::target::shared_destinations(&view);
         match shared
             .into_iter()
-            .find(|(_, users)| users.iter().any(|(database, _)| *database == url))
+            .find(|(_, users)| users.iter().any(|(database, _)| new.contains(&database)))
         {
             Some((destination, users)) => Err(Error::SharedDestination {
                 destination,

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use futures::StreamExt;
 use serde::Serialize;
 
 use tokio_util::sync::CancellationToken;
@@ -100,12 +101,17 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
-    /// Register a database: write its dbs/<db>.toml registry file
+    /// Register databases: write each one's dbs/<db>.toml registry file
     Register {
         /// Fleet root URL, e.g. s3://ops/sleet/
         root: String,
-        /// Database URL, e.g. s3://bucket/db
-        db: String,
+        /// Database URLs, e.g. s3://bucket/db (several are registered together)
+        #[arg(required_unless_present = "from")]
+        dbs: Vec<String>,
+        /// Also register the database URLs in this file, one per line (blank lines and lines
+        /// starting with # are skipped); - reads standard input
+        #[arg(long, value_name = "FILE")]
+        from: Option<std::path::PathBuf>,
         /// Register without reading the database (by default it is read to
         /// warn about a compactor running inside its writer)
         #[arg(long)]
@@ -232,16 +238,33 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Register {
             root,
-            db,
+            mut dbs,
+            from,
             no_check,
             format,
         } => {
-            let fleet = Fleet::open(&root)?;
-            let mut registered = fleet.register(&db).await?;
-            if !no_check {
-                registered.warnings = fleet.check_database(&registered.url).await;
+            if let Some(from) = from {
+                dbs.extend(read_url_list(&from)?);
             }
-            emit(format, &registered, render_register)
+            let fleet = Fleet::open(&root)?;
+            let mut registered = fleet.register_all(&dbs).await?;
+            if !no_check {
+                let warnings: Vec<Vec<String>> = futures::stream::iter(&registered)
+                    .map(|r| fleet.check_database(&r.url))
+                    .buffered(CHECKS_IN_FLIGHT)
+                    .collect()
+                    .await;
+                for (r, warnings) in registered.iter_mut().zip(warnings) {
+                    r.warnings = warnings;
+                }
+            }
+            // One database prints one response, as it always has.
+            match <[RegisterResponse; 1]>::try_from(registered) {
+                Ok([one]) => emit(format, &one, render_register),
+                Err(many) => emit(format, &many, |many| {
+                    many.iter().map(render_register).collect()
+                }),
+            }
         }
         Command::Demo { dir } => {
             let shutdown = CancellationToken::new();
@@ -300,6 +323,26 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
     let _ = tokio::signal::ctrl_c().await;
     tracing::info!("signal received; shutting down");
     shutdown.cancel();
+}
+
+/// Databases `register` reads at once to warn about them.
+const CHECKS_IN_FLIGHT: usize = 16;
+
+/// The database URLs in a `--from` file (or standard input for `-`): one
+/// per line, blank lines and `#` comments skipped.
+fn read_url_list(from: &std::path::Path) -> Result<Vec<String>, Error> {
+    let text = if from == std::path::Path::new("-") {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(from)
+    }
+    .map_err(|e| Error::CliUsage(format!("--from {}: cannot read it: {e}", from.display())))?;
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(str::to_string)
+        .collect())
 }
 
 fn render_register(r: &RegisterResponse) -> String {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::owned::TaskKey;
-use crate::heartbeat::{OutsideCompactor, ServiceTasks, TaskFailure};
+use crate::heartbeat::{HeartbeatBody, OutsideCompactor, ServiceTasks, TaskFailure};
 use crate::outside_compactor::Sighting;
 use crate::plugin::compaction::FailureReport;
 use crate::probes::TaskReport;
@@ -281,6 +281,19 @@ impl TaskBoard {
         reports
     }
 
+    /// A heartbeat body with everything the board knows: per-service
+    /// counts and bounded samples of failing, deferred and stood-down
+    /// tasks, so its size does not grow with the databases a node owns.
+    pub(super) fn heartbeat_body(&self, node_id: &str, offered: &[Service]) -> HeartbeatBody {
+        let (counts, failing) = self.summary(offered);
+        let mut body = HeartbeatBody::new(node_id, counts);
+        body.failing = failing;
+        body.skipped = self.skipped();
+        body.failing_compactions = self.failing_compactions();
+        (body.outside_compactor_count, body.outside_compactors) = self.outside_compactors();
+        body
+    }
+
     /// Databases this node stands down for, one entry each (coordinator
     /// and workers may both report one): the count and a bounded sample.
     pub(super) fn outside_compactors(&self) -> (u64, Vec<OutsideCompactor>) {
@@ -310,5 +323,63 @@ impl TaskBoard {
             })
             .collect();
         (count, sample)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outside_compactor::Evidence;
+
+    /// A board of `databases` databases whose every task fails, is
+    /// deferred, has failing compactions or stands down for an outside
+    /// compactor: the worst a heartbeat can be asked to carry.
+    fn troubled_board(databases: usize) -> TaskBoard {
+        let board = TaskBoard::default();
+        for i in 0..databases {
+            let key = |service| TaskKey {
+                database: format!("s3://bucket/tenants/database-{i:06}"),
+                service,
+                target: None,
+            };
+            let error = Some(format!(
+                "database-{i:06} is not a SlateDB database (no manifest)"
+            ));
+            board.set(&key(Service::Gc), 0, Phase::Backoff, error.clone());
+            let sighting = Sighting {
+                compactor_epoch: 7,
+                writer_epoch: 3,
+                first_seen: chrono::Utc::now(),
+                backlog_since: None,
+                evidence: Evidence::Active,
+                last_write: None,
+            };
+            board.set(
+                &key(Service::CompactorCoordinator),
+                0,
+                Phase::StoodDown(sighting),
+                None,
+            );
+            board.set_skip(&key(Service::Mirror), Some("the hook said not now".into()));
+            board.report_compaction_failure(
+                &key(Service::CompactionWorkers),
+                "filter trapped".into(),
+            );
+        }
+        board
+    }
+
+    #[test]
+    fn a_heartbeat_body_does_not_grow_with_the_databases_a_node_owns() {
+        let size = |databases| {
+            let body = troubled_board(databases).heartbeat_body("node-1", &Service::ALL);
+            serde_json::to_vec(&body).unwrap().len()
+        };
+        let (small, large) = (size(100), size(10_000));
+        assert!(
+            large <= small + 64,
+            "{small} bytes at 100 databases, {large} at 10,000"
+        );
+        assert!(large < 16 * 1024, "{large} bytes");
     }
 }

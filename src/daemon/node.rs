@@ -25,7 +25,7 @@ use super::stores::{StoreGate, admit, trust_label, written_url};
 use super::supervisor::Supervisor;
 use crate::config::{NodeSettings, StoreSettings};
 use crate::error::Error;
-use crate::heartbeat::{self, ClockReading, HeartbeatBody};
+use crate::heartbeat::{self, ClockReading};
 use crate::metrics::Metrics;
 use crate::mirror::run::MirrorRuntime;
 use crate::outside_compactor::records::{EpochRecords, HandoverLimits};
@@ -476,17 +476,12 @@ impl Node {
 
     /// Writes this node's heartbeat; false when the PUT failed.
     async fn put_heartbeat(&self) -> bool {
-        let (counts, failing) = self.board.summary(&self.offered);
-        let mut body = HeartbeatBody::new(&self.id, counts);
-        body.failing = failing;
+        let mut body = self.board.heartbeat_body(&self.id, &self.offered);
         body.plugins = self
             .plugins
             .as_ref()
             .map(|p| p.infos().iter().map(loaded_plugin).collect())
             .unwrap_or_default();
-        body.skipped = self.board.skipped();
-        body.failing_compactions = self.board.failing_compactions();
-        (body.outside_compactor_count, body.outside_compactors) = self.board.outside_compactors();
         body.clock = self.clock_reading;
         let bytes = serde_json::to_vec(&body).expect("heartbeat bodies serialize");
         match self

@@ -50,6 +50,95 @@ fn register_creates_once_and_reports_existing() {
 }
 
 #[test]
+fn register_takes_many_databases_and_checks_them_all_before_writing() {
+    let root = FileRoot::new();
+    let url = root.url();
+    let list = root.path("to-register.txt");
+    std::fs::write(&list, "# tenants\ns3://bucket/t2\n\n  s3://bucket/t3  \n").unwrap();
+    let from = list.to_str().unwrap();
+    assert_eq!(
+        ok(sleet(&[
+            "register",
+            &url,
+            "s3://bucket/t1",
+            "--from",
+            from,
+            "--no-check"
+        ])),
+        "registered s3://bucket/t1 at dbs/s3%3A%2F%2Fbucket%2Ft1.toml\n\
+         registered s3://bucket/t2 at dbs/s3%3A%2F%2Fbucket%2Ft2.toml\n\
+         registered s3://bucket/t3 at dbs/s3%3A%2F%2Fbucket%2Ft3.toml\n"
+    );
+    let again = json(&ok(sleet(&[
+        "register",
+        &url,
+        "s3://bucket/t1",
+        "s3://bucket/t4",
+        "--no-check",
+        "--format",
+        "json",
+    ])));
+    assert_eq!(again[0]["created"], false, "{again:#}");
+    assert_eq!(again[1]["created"], true, "{again:#}");
+
+    // One bad URL, or a missing list, and nothing is written.
+    fails_with(
+        sleet(&[
+            "register",
+            &url,
+            "s3://bucket/t5",
+            "not a url",
+            "--no-check",
+        ]),
+        1,
+        "error: invalid URL \"not a url\"",
+    );
+    fails_with(
+        sleet(&[
+            "register",
+            &url,
+            "s3://bucket/t5",
+            "--from",
+            "/nonexistent/list",
+        ]),
+        1,
+        "error: --from /nonexistent/list: cannot read it:",
+    );
+    assert!(
+        !root
+            .path(&format!("dbs/{}", file_name("s3://bucket/t5")))
+            .exists()
+    );
+
+    // Two new databases whose targets collide with each other are refused
+    // together; either alone is not.
+    let mirrored = FileRoot::new();
+    mirrored.write(
+        "sleet.toml",
+        "[database.mirror.targets.dr]\nurl = \"s3://dr/x\"\n",
+    );
+    fails_with(
+        sleet(&[
+            "register",
+            &mirrored.url(),
+            "s3://bucket/t6",
+            "s3://bucket/t7",
+            "--no-check",
+        ]),
+        1,
+        "error: mirror destinations would collide: s3://bucket/t6 target dr and s3://bucket/t7 \
+         target dr all map to s3://dr/x",
+    );
+    assert!(!mirrored.path("dbs").exists(), "nothing was written");
+    ok(sleet(&[
+        "register",
+        &mirrored.url(),
+        "s3://bucket/t6",
+        "--no-check",
+    ]));
+}
+
+#[test]
 fn status_of_an_empty_root() {
     let root = FileRoot::new();
     assert_eq!(
