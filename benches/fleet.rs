@@ -401,14 +401,20 @@ async fn scale_bench() {
         Service::CompactionWorkers,
     ];
     // The node opens only what it owns: only those databases exist.
+    let owned_tasks = std::cell::Cell::new(0);
     let idle = IdleFleet::copies(count, |url| {
-        services.iter().any(|&service| {
-            let key = PlacementKey::Service {
-                database: url,
-                service,
-            };
-            key.owners_by(PlacementHash::Fnv1aMix, nodes.iter().copied(), 1)[0] == "scale-node"
-        })
+        let tasks = services
+            .iter()
+            .filter(|&&service| {
+                let key = PlacementKey::Service {
+                    database: url,
+                    service,
+                };
+                key.owners_by(PlacementHash::Fnv1aMix, nodes.iter().copied(), 1)[0] == "scale-node"
+            })
+            .count();
+        owned_tasks.set(owned_tasks.get() + tasks);
+        tasks > 0
     })
     .await;
     // The even spread over similar node ids (0.1.0's hash favours some
@@ -418,6 +424,10 @@ async fn scale_bench() {
     let heartbeats = (peers > 0).then(|| PeerHeartbeats::start(&idle, peer_ids.clone()));
     let before = resident_mib();
     let node = CountedNode::start(&idle.fleet, "scale-node");
+    let start_up = tokio::spawn(time_start_up(
+        std::path::PathBuf::from(idle.fleet.root().url().trim_start_matches("file://")),
+        owned_tasks.get(),
+    ));
     eprintln!(
         "scale: node started; the {} s window begins after {} s",
         window_secs,
@@ -443,6 +453,14 @@ async fn scale_bench() {
         per_database(measured.resident_mib)
     );
     println!("{}", measured.report("scale", owned));
+    match start_up.await.expect("the start-up timer") {
+        Some((heartbeat, all)) => println!(
+            "scale: first heartbeat {heartbeat:.1} s after start, all {} owned tasks started \
+             (running or backing off) after {all:.1} s",
+            owned_tasks.get()
+        ),
+        None => println!("scale: the node did not report all its tasks by the window's end"),
+    }
     eprintln!("scale: the window is over; reading status");
     let started = Instant::now();
     let status = sleet::status::fleet_status(
@@ -461,6 +479,32 @@ async fn scale_bench() {
     );
     drop(heartbeats);
     node.stop().await;
+}
+
+/// Seconds from now to the node's first heartbeat and to the heartbeat
+/// that first counts all `tasks` of its tasks, read from its heartbeat
+/// body under the `file://` root at `root` twice a second (`None` if that
+/// never happens within 20 minutes).
+async fn time_start_up(root: std::path::PathBuf, tasks: usize) -> Option<(f64, f64)> {
+    let name = sleet::heartbeat::object_name("scale-node", &sleet::daemon::RUNNABLE_SERVICES);
+    let path = root.join("nodes").join(name);
+    let started = Instant::now();
+    let mut first = None;
+    while started.elapsed() < Duration::from_secs(1200) {
+        let body = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<sleet::heartbeat::HeartbeatBody>(&b).ok());
+        if let Some(body) = body {
+            let at = started.elapsed().as_secs_f64();
+            let first = *first.get_or_insert(at);
+            let counted: u64 = body.services.iter().map(|s| s.running + s.backoff).sum();
+            if counted as usize >= tasks {
+                return Some((first, at));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    None
 }
 
 /// Heartbeats of nodes that are not there: written in the 0.1.0 format
