@@ -254,7 +254,7 @@ impl Metrics {
         );
         r.register(
             "sleet_node_config_poll_failures",
-            "Config polls that could not read sleet.toml or the registry",
+            "Config polls that could not read sleet.toml or the registry, or ran longer than config_poll",
             n.config_poll_failures.clone(),
         );
         r.register(
