@@ -30,6 +30,22 @@ fn main() {
         .filter(|a| !a.starts_with('-'))
         .collect();
     let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f));
+    if std::env::var_os("SLEET_BENCH_IDLE_S3").is_some() {
+        let endpoint = std::env::var("SLEET_S3_ENDPOINT")
+            .expect("SLEET_BENCH_IDLE_S3 needs the local S3 server: run under scripts/bench");
+        // SAFETY: no other thread exists yet (no runtime has started).
+        unsafe {
+            for (name, value) in [
+                ("AWS_ENDPOINT", endpoint.as_str()),
+                ("AWS_ALLOW_HTTP", "true"),
+                ("AWS_ACCESS_KEY_ID", "test"),
+                ("AWS_SECRET_ACCESS_KEY", "test"),
+                ("AWS_REGION", "us-east-1"),
+            ] {
+                std::env::set_var(name, value);
+            }
+        }
+    }
     if wanted("placement") {
         placement_bench();
     }
@@ -350,15 +366,29 @@ impl IdleFleet {
         }
     }
 
+    /// `count` databases written moments ago, each registered; on the
+    /// local S3 server (bucket `sleet`) with `SLEET_BENCH_IDLE_S3`, else
+    /// under `file://` temporary directories.
     async fn seed(count: usize) -> IdleFleet {
         use futures::StreamExt;
         let root = tempfile::tempdir().expect("a temporary root");
         let data = tempfile::tempdir().expect("a temporary data dir");
-        let fleet = Fleet::open(&format!("file://{}", root.path().display())).expect("the root");
-        eprintln!("idle: seeding {count} databases");
-        let urls: Vec<String> = (0..count)
-            .map(|i| format!("file://{}/db{i:04}", data.path().display()))
-            .collect();
+        let (root_url, data_url) = if std::env::var_os("SLEET_BENCH_IDLE_S3").is_some() {
+            let run = format!(
+                "s3://sleet/idle-bench-{}-{}",
+                std::process::id(),
+                chrono::Utc::now().timestamp()
+            );
+            (format!("{run}/root"), run)
+        } else {
+            (
+                format!("file://{}", root.path().display()),
+                format!("file://{}", data.path().display()),
+            )
+        };
+        let fleet = Fleet::open(&root_url).expect("the root");
+        eprintln!("idle: seeding {count} databases under {data_url}");
+        let urls: Vec<String> = (0..count).map(|i| format!("{data_url}/db{i:04}")).collect();
         futures::stream::iter(urls.clone())
             .map(|url| {
                 let fleet = fleet.clone();
@@ -607,8 +637,14 @@ impl CountedNode {
         let root_counts = Arc::new(CountingStore::new(plain.root().store().clone()));
         let counted = root_counts.clone();
         let fleet = Fleet::from_root(plain.root().clone().wrap_store(|_| counted));
-        let local: Arc<dyn ObjectStore> = Arc::new(object_store::local::LocalFileSystem::new());
-        let service_counts = Arc::new(CountingStore::new(local));
+        // The databases live beside the root: in its bucket, or on the
+        // local file system.
+        let databases: Arc<dyn ObjectStore> = if plain.root().url().starts_with("s3://") {
+            plain.root().store().clone()
+        } else {
+            Arc::new(object_store::local::LocalFileSystem::new())
+        };
+        let service_counts = Arc::new(CountingStore::new(databases));
         let counted = service_counts.clone();
         let opener: DatabaseOpener = Arc::new(move |url: &str| {
             let (_, path) = sleet::store::open_url(url).map_err(|source| {
@@ -806,7 +842,9 @@ async fn handover_bench() {
 /// it starts on and lingers its `min_age` plus interval), requests per
 /// database-minute by kind, the node's CPU and memory over the window; then
 /// 20 databases are written until L0 reaches the trigger, and each one's
-/// wait for its first compaction job.
+/// wait for its first compaction job. With `SLEET_BENCH_IDLE_S3` (under
+/// `scripts/bench`) the root and databases are on the local S3 server and
+/// every request the node sends it is counted.
 async fn idle_bench() {
     let count = env_number("SLEET_BENCH_IDLE_DATABASES").map_or(IDLE_DATABASES, |n| n as usize);
     let idle_off = std::env::var_os("SLEET_BENCH_IDLE_OFF").is_some();

@@ -243,8 +243,14 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             no_check,
             format,
         } => {
-            if let Some(from) = from {
-                dbs.extend(read_url_list(&from)?);
+            if let Some(from) = &from {
+                dbs.extend(read_url_list(from)?);
+                if dbs.is_empty() {
+                    return Err(Error::CliUsage(format!(
+                        "--from {}: lists no database URLs",
+                        from.display()
+                    )));
+                }
             }
             let fleet = Fleet::open(&root)?;
             let mut registered = fleet.register_all(&dbs).await?;

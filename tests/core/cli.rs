@@ -104,6 +104,13 @@ fn register_takes_many_databases_and_checks_them_all_before_writing() {
         1,
         "error: --from /nonexistent/list: cannot read it:",
     );
+    let empty = root.path("empty.txt");
+    std::fs::write(&empty, "# nothing yet\n\n").unwrap();
+    fails_with(
+        sleet(&["register", &url, "--from", empty.to_str().unwrap()]),
+        1,
+        "lists no database URLs",
+    );
     assert!(
         !root
             .path(&format!("dbs/{}", file_name("s3://bucket/t5")))
