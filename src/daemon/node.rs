@@ -444,6 +444,7 @@ impl Node {
         }
     }
 
+    /// Shows this tick's outcome to the probes and the task gauges.
     fn publish(&mut self, heartbeat_written: bool, live_nodes: Option<u64>) {
         if let Some(live) = live_nodes {
             self.metrics.node.live_nodes.set(live as i64);

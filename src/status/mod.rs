@@ -7,7 +7,7 @@
 mod stores;
 mod text;
 
-pub use text::{render_text, table, write_table, write_text};
+pub use text::{render_text, table, write_text};
 
 use std::collections::BTreeMap;
 
