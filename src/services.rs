@@ -26,8 +26,9 @@ use crate::config::{
     WorkerSettings,
 };
 use crate::database::{ADMIN_CALL_TIMEOUT, DatabaseError, DatabaseHandle};
+use crate::idle::wakes::WakeSignals;
 use crate::idle::watch::{VersionWatch, Watched};
-use crate::idle::{ServiceIdle, run_while_busy};
+use crate::idle::{ServiceIdle, Signals, run_while_busy};
 use crate::outside_compactor::claim::ClaimWatch;
 use crate::outside_compactor::records::EpochRecords;
 use crate::outside_compactor::{self, Evidence, LookError, Sighting, Thresholds, Verdict};
@@ -151,13 +152,15 @@ impl ServiceSpec {
 /// a compactor outside it). `started` is called once the checks pass and
 /// the service itself starts. `code` is what the compactor runs of the
 /// application's (built from [`ServiceSpec::compaction_code`]); `None`
-/// leaves SlateDB's defaults.
+/// leaves SlateDB's defaults. Through `wakes` a coordinator that wakes
+/// the database tells its workers.
 #[allow(clippy::too_many_arguments)]
 pub async fn run_service(
     db: &DatabaseHandle,
     spec: &ServiceSpec,
     code: Option<&CompactionCode>,
     records: &EpochRecords,
+    wakes: &WakeSignals,
     started: &(dyn Fn() + Sync),
     recorder: Arc<dyn MetricsRecorder>,
     token: CancellationToken,
@@ -175,7 +178,8 @@ pub async fn run_service(
                 }
             }
             let vet = || async { Ok(()) };
-            run_while_busy(&mut watch, &idle.settings, &token, vet, |child| {
+            let signals = Signals::default();
+            run_while_busy(&mut watch, &idle.settings, &token, &signals, vet, |child| {
                 let (options, recorder) = (options.clone(), recorder.clone());
                 async move {
                     let result = run_gc(db, options, recorder, child).await;
@@ -200,7 +204,12 @@ pub async fn run_service(
             let watched = Watched::Manifest { trigger };
             let mut watch = VersionWatch::new(db.clone(), watched, idle.list_always);
             let vet = || async { db.may_compact(records, outside).await.map(|_| ()) };
-            run_while_busy(&mut watch, &idle.settings, &token, vet, |child| {
+            let woke = || wakes.woke(db.url());
+            let signals = Signals {
+                woke: Some(&woke),
+                ..Signals::default()
+            };
+            run_while_busy(&mut watch, &idle.settings, &token, &signals, vet, |child| {
                 let recorder = recorder.clone();
                 async move {
                     let claim = db.may_compact(records, outside).await?;
@@ -223,7 +232,15 @@ pub async fn run_service(
             // Workers have work once the coordinator queued a job.
             let mut watch = VersionWatch::new(db.clone(), Watched::Compactions, idle.list_always);
             let vet = || async { db.may_compact(records, outside).await.map(|_| ()) };
-            run_while_busy(&mut watch, &idle.settings, &token, vet, |child| {
+            // A coordinator that woke the database nudges them (see
+            // `idle::wakes`): its job need not wait for their next look.
+            // Boxed: every idle task's future would carry it inline.
+            let listener = Box::new(wakes.listen(db.url()));
+            let signals = Signals {
+                nudged: Some(listener.notify()),
+                ..Signals::default()
+            };
+            run_while_busy(&mut watch, &idle.settings, &token, &signals, vet, |child| {
                 let recorder = recorder.clone();
                 async move {
                     db.may_compact(records, outside).await?;

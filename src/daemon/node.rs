@@ -15,7 +15,7 @@ use object_store::{ObjectStoreExt, PutPayload};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::board::TaskBoard;
 use super::config_polls::{ConfigPolls, PollOutcome};
@@ -26,6 +26,7 @@ use super::supervisor::Supervisor;
 use crate::config::{NodeSettings, StoreSettings};
 use crate::error::Error;
 use crate::heartbeat::{self, ClockReading};
+use crate::idle::wakes::WakeSignals;
 use crate::metrics::Metrics;
 use crate::mirror::run::MirrorRuntime;
 use crate::outside_compactor::records::{EpochRecords, HandoverLimits};
@@ -91,6 +92,8 @@ struct Node {
     opener: DatabaseOpener,
     /// The compactor epochs the fleet took, and outside compactors seen.
     records: EpochRecords,
+    /// Coordinators' wakes, told to the workers (`idle::wakes`).
+    wakes: WakeSignals,
     /// Plugins loaded from `--plugin-dir`, if any.
     plugins: Option<Arc<crate::plugin::PluginSet>>,
     /// The time hooks are told.
@@ -190,6 +193,7 @@ impl Node {
             .await;
         Ok(Node {
             records: EpochRecords::new(root.clone(), options.node_id.clone()),
+            wakes: WakeSignals::new(root.clone(), options.node_id.clone()),
             id: options.node_id,
             offered: options.services,
             heartbeat_path,
@@ -264,6 +268,7 @@ impl Node {
                 let sightings = node_view(&heartbeats, now, self.settings().heartbeat_timeout);
                 bounded(step, self.delete_stale_heartbeats(&heartbeats, store_now)).await;
                 self.reconcile_if_changed(&sightings, &store_settings);
+                self.collect_wakes(&sightings, step).await;
                 let others = sightings
                     .values()
                     .filter(|s| s.live && s.node_id != self.id)
@@ -285,6 +290,31 @@ impl Node {
         self.record_stores(&store_settings);
         self.publish(heartbeat_written, live_nodes);
         self.metrics.tick_took(started.elapsed());
+    }
+
+    /// Nudges this node's workers of databases another node's coordinator
+    /// woke, and deletes wake markers that have served. Every live node
+    /// lists at least once per heartbeat timeout, so a marker seen for
+    /// that long has reached them all.
+    async fn collect_wakes(
+        &self,
+        sightings: &BTreeMap<String, crate::root::NodeSighting>,
+        step: Duration,
+    ) {
+        let live: BTreeSet<String> = sightings
+            .values()
+            .filter(|s| s.live)
+            .map(|s| s.node_id.clone())
+            .collect();
+        let expiry = self.settings().heartbeat_timeout;
+        match bounded(step, self.wakes.collect(&live, expiry)).await {
+            Some(Ok(nudged)) if nudged > 0 => {
+                debug!(nudged, "nudged the workers of databases other nodes woke");
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => debug!("{e}; workers find queued jobs at their own looks"),
+            None => debug!("listing wake markers took over {step:?}"),
+        }
     }
 
     /// A tick while the fleet root's store is unsafe (or not yet known):
@@ -585,13 +615,14 @@ impl Node {
             instance: self.next_instance,
             board: self.board.clone(),
             opener: self.opener.clone(),
-            records: self.records.clone().with_handover(HandoverLimits {
+            records: Arc::new(self.records.clone().with_handover(HandoverLimits {
                 timeout: node.heartbeat_timeout,
                 // The holder stops at its next tick, anywhere within an
                 // interval: looking four times as often keeps the added
                 // wait a fraction of it (two LISTs a look).
                 poll: node.heartbeat_interval / 4,
-            }),
+            })),
+            wakes: self.wakes.clone(),
             mirror: self.mirror.clone(),
             metrics: self.metrics.clone(),
             fenced_wait: node.heartbeat_interval,

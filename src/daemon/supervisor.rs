@@ -14,6 +14,7 @@ use super::options::DatabaseOpener;
 use super::owned::{TaskKey, TaskWork};
 use crate::compaction_code::CompactionCode;
 use crate::database::DatabaseError;
+use crate::idle::wakes::WakeSignals;
 use crate::metrics::{Metrics, ServiceLabels, SlateDbRecorder};
 use crate::mirror::MirrorError;
 use crate::mirror::run::{MirrorRuntime, PassHooks, run_mirror_task};
@@ -41,7 +42,10 @@ pub(super) struct Supervisor {
     pub(super) instance: u64,
     pub(super) board: TaskBoard,
     pub(super) opener: DatabaseOpener,
-    pub(super) records: EpochRecords,
+    /// Shared: every idle task's future carries its supervisor inline.
+    pub(super) records: Arc<EpochRecords>,
+    /// How a coordinator that wakes a database tells its workers.
+    pub(super) wakes: WakeSignals,
     pub(super) mirror: MirrorRuntime,
     pub(super) metrics: Arc<Metrics>,
     /// A fenced coordinator waits one heartbeat interval, then reruns if
@@ -253,6 +257,7 @@ impl Supervisor {
                     spec,
                     code,
                     &self.records,
+                    &self.wakes,
                     &started,
                     recorder,
                     token,
@@ -365,6 +370,11 @@ mod tests {
     /// A GC supervisor for `s3://b/db` on `board` whose store opener is
     /// `opener`.
     fn supervisor(board: &TaskBoard, metrics: &Arc<Metrics>, opener: DatabaseOpener) -> Supervisor {
+        let root = FleetRoot::from_parts(
+            "memory:///fleet".into(),
+            Arc::new(object_store::memory::InMemory::new()),
+            Path::from("fleet"),
+        );
         Supervisor {
             key: TaskKey {
                 database: "s3://b/db".into(),
@@ -375,14 +385,8 @@ mod tests {
             instance: 1,
             board: board.clone(),
             opener,
-            records: EpochRecords::new(
-                FleetRoot::from_parts(
-                    "memory:///fleet".into(),
-                    Arc::new(object_store::memory::InMemory::new()),
-                    Path::from("fleet"),
-                ),
-                "n",
-            ),
+            records: Arc::new(EpochRecords::new(root.clone(), "n")),
+            wakes: WakeSignals::new(root, "n"),
             mirror: MirrorRuntime::default(),
             metrics: metrics.clone(),
             hooks: HookRunner::none("n"),

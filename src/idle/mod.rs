@@ -10,6 +10,7 @@
 //! The watcher that looks and the services it starts and stops are thin
 //! shells around it.
 
+pub mod wakes;
 pub mod watch;
 
 use std::time::Duration;
@@ -162,6 +163,21 @@ fn backed_off(last: Duration, settings: &IdleSettings) -> Duration {
     )
 }
 
+/// How one service's looks hear from the database's other services.
+#[derive(Default, Clone, Copy)]
+pub struct Signals<'a> {
+    /// Notified when another service saw work coming (the workers, when
+    /// the coordinator woke the database): look at once, and again at
+    /// `probe_min`, as after a look that saw the database move.
+    pub nudged: Option<&'a tokio::sync::Notify>,
+    /// Called when this service's look woke the database (the
+    /// coordinator tells the workers; see [`wakes`]).
+    pub woke: Option<&'a (dyn Fn() + Sync)>,
+}
+
+/// Stands in for a service nobody nudges: never notified.
+static NEVER_NUDGED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
 /// Runs `service` only while the database has work: looks at it through
 /// `watch` (every `probe_min` while busy, backing off to `probe_max`
 /// while idle), starts the service on activity and stops it, through the
@@ -173,10 +189,12 @@ fn backed_off(last: Duration, settings: &IdleSettings) -> Duration {
 /// decision: its error ends this (the coordinator and workers look for a
 /// compactor outside the fleet there, which must stand them down even
 /// while they sleep; a change is the only time one can have appeared).
+/// `signals` connect the looks with the database's other services.
 pub async fn run_while_busy<E, F, Fut, V, VFut>(
     watch: &mut watch::VersionWatch,
     settings: &IdleSettings,
     token: &tokio_util::sync::CancellationToken,
+    signals: &Signals<'_>,
     mut vet: V,
     mut service: F,
 ) -> Result<(), E>
@@ -193,18 +211,30 @@ where
         // Idle: look until there is work.
         loop {
             let wait = watch.due_in().map_or(interval, |due| due.min(interval));
+            let mut nudged = false;
             tokio::select! {
                 () = token.cancelled() => return Ok(()),
                 () = tokio::time::sleep(wait) => {}
+                () = signals.nudged.unwrap_or(&NEVER_NUDGED).notified() => nudged = true,
             }
-            let look = watch.look(false).await;
+            let mut look = watch.look(false).await;
             if matches!(look, Look::Moved | Look::Activity) {
                 last_active = tokio::time::Instant::now();
                 vet().await?;
             }
+            if nudged && look == Look::Quiet {
+                // The work is on its way (a job about to be queued): look
+                // again at `probe_min`, not after the backed-off interval.
+                look = Look::Moved;
+            }
             let decision = decide(phase, look, last_active.elapsed(), interval, settings);
             if decision.phase != phase {
-                tracing::debug!(?look, from = ?phase, to = ?decision.phase, "idle watch");
+                tracing::debug!(?look, nudged, from = ?phase, to = ?decision.phase, "idle watch");
+            }
+            if decision.phase == Phase::Waking
+                && let Some(woke) = signals.woke
+            {
+                woke();
             }
             phase = decision.phase;
             interval = decision.next_look;

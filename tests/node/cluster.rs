@@ -75,10 +75,16 @@ pub fn compacted(l0: usize, runs: usize) -> bool {
 
 /// The node that owns a database's coordinator, by placement.
 pub fn coordinator_owner<'a>(url: &str, live: &[&'a str]) -> &'a str {
+    owner(url, Service::CompactorCoordinator, live)
+}
+
+/// The node that owns one service of a database (the first, for workers),
+/// by placement.
+pub fn owner<'a>(url: &str, service: Service, live: &[&'a str]) -> &'a str {
     let canonical = sleet::registry::canonicalize_database_url(url).unwrap();
     let key = sleet::placement::PlacementKey::Service {
         database: &canonical,
-        service: sleet::Service::CompactorCoordinator,
+        service,
     };
     key.owners(live.iter().copied(), 1)[0]
 }

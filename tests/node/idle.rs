@@ -9,7 +9,7 @@ use object_store::ObjectStoreExt;
 use sleet::Service;
 use sleet::testing::{CountingStore, Op};
 
-use crate::cluster::{Cluster, compacted, coordinator_owner, poll_until};
+use crate::cluster::{Cluster, compacted, coordinator_owner, owner, placement_matches, poll_until};
 use crate::common::endpoint;
 use crate::db;
 
@@ -371,4 +371,113 @@ async fn a_starting_node_looks_at_a_bounded_number_of_databases_at_once() {
         peak <= sleet::daemon::LOOKS_AT_ONCE as u64,
         "{peak} reads in flight at once"
     );
+}
+
+/// A fleet whose workers (one per database) back off to a two-minute
+/// look while the coordinator looks every second: a job queued for idle
+/// workers would wait for their next look unless the coordinator that
+/// queued it tells them.
+fn stall_toml() -> String {
+    format!(
+        r#"{}
+[database.idle]
+probe_min = "250ms"
+probe_max = "1s"
+workers_probe = "120s"
+gc_probe = "60s"
+sleep_after = "2s"
+"#,
+        crate::cluster::FAST_NODE_AND_COMPACTION.replace("count = 2\n", "count = 1\n")
+    )
+}
+
+/// How long a burst of 16 flushes into `url` takes a writer at SlateDB's
+/// default L0 limit (8 SSTs), which stalls it until something compacts.
+async fn burst(url: &str) -> Duration {
+    let (store, path) = db::open_store(url);
+    let writer = slatedb::Db::builder(path, store)
+        .with_settings(slatedb::config::Settings {
+            l0_max_ssts: 8,
+            ..db::tiny_settings()
+        })
+        .build()
+        .await
+        .expect("a SlateDB writer");
+    let started = Instant::now();
+    db::write_rounds(&writer, 1..17).await;
+    let took = started.elapsed();
+    writer.close().await.unwrap();
+    took
+}
+
+/// A burst into an idle database stalls its writer until the
+/// coordinator's look (1 s here) and a compaction, not until the workers'
+/// own next look: the coordinator that wakes the database nudges its
+/// workers in memory when they run on its node, and through a marker
+/// under the fleet root when they run on another (`idle::wakes`). Every
+/// service's first look counts as activity, so the workers run for
+/// `sleep_after` (2 s) at start, then look 0.25, 0.5, ... 32 s apart:
+/// the bursts come 38 s after the nodes settled, when the workers' next
+/// look is about 30 s away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stalled_writer_waits_for_the_coordinators_look_not_the_workers() {
+    let _alone = crate::HEAVY.lock().await;
+    let mut cluster = Cluster::new(&stall_toml());
+    let live = ["s1", "s2"];
+    let placed = |same: bool| {
+        (0..)
+            .map(|i| cluster.db_url(&format!("stalled{i}")))
+            .find(|url| {
+                let coordinator = owner(url, Service::CompactorCoordinator, &live);
+                (coordinator == owner(url, Service::CompactionWorkers, &live)) == same
+            })
+            .unwrap()
+    };
+    let (together, apart) = (placed(true), placed(false));
+    let mut dbs = std::collections::BTreeMap::new();
+    for url in [&together, &apart] {
+        db::seed(url, 1).await;
+        cluster.fleet.register(url).await.unwrap();
+        dbs.insert(
+            url.clone(),
+            vec![
+                Service::Gc,
+                Service::CompactorCoordinator,
+                Service::CompactionWorkers,
+            ],
+        );
+    }
+    for id in live {
+        cluster.spawn(id);
+    }
+    poll_until(
+        Duration::from_secs(30),
+        "both nodes to run their tasks",
+        || async {
+            placement_matches(&cluster, &live, &dbs, 1)
+                .await
+                .then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(38)).await;
+
+    let (same_node, other_node) = tokio::join!(burst(&together), burst(&apart));
+    eprintln!(
+        "idle: 16 flushes took {:.1} s (workers on the coordinator's node), {:.1} s (on another node)",
+        same_node.as_secs_f64(),
+        other_node.as_secs_f64()
+    );
+    for (took, workers) in [(same_node, "on its node"), (other_node, "on another node")] {
+        assert!(
+            took < Duration::from_secs(12),
+            "the writer stalled {:.1} s with the workers {workers}: its job waited for their own look",
+            took.as_secs_f64()
+        );
+    }
+    db::assert_reader_sees(&together, 0..17).await;
+    db::assert_reader_sees(&apart, 0..17).await;
+    for id in live {
+        cluster.stop(id).await;
+    }
 }

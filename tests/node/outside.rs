@@ -379,6 +379,7 @@ async fn a_fence_by_another_fleet_node_is_not_an_outside_compactor() {
     };
     let start = |node: &str| {
         let records = EpochRecords::new(root.clone(), node);
+        let wakes = sleet::idle::wakes::WakeSignals::new(root.clone(), node);
         let db = handle();
         let spec = spec.clone();
         let token = CancellationToken::new();
@@ -389,6 +390,7 @@ async fn a_fence_by_another_fleet_node_is_not_an_outside_compactor() {
                 &spec,
                 None,
                 &records,
+                &wakes,
                 &|| {},
                 noop_recorder(),
                 run_token,

@@ -1,0 +1,502 @@
+//! A coordinator that wakes a database tells the database's compaction
+//! workers, so the job it queues does not wait for the workers' own next
+//! look (up to `workers_probe`, a minute by default) while the database's
+//! writer stalls at its L0 limit.
+//!
+//! Workers on the same node are nudged in memory. When none runs here, the
+//! node leaves a marker under the fleet root, `wakes/<node-id>/<database>`,
+//! and every node lists `wakes/` once a tick: a node that runs workers of
+//! a marked database nudges them. Markers are deleted by the node that
+//! wrote them once every live node has had time to list them (`expiry`),
+//! and by any node once their writer's heartbeat is gone. A lost marker or
+//! nudge costs only time: the workers' own looks still find the job.
+//!
+//! [`judge`] decides what a listing means; [`WakeSignals`] is its shell.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStoreExt;
+use percent_encoding::percent_decode_str;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+use crate::registry::encoded_name;
+use crate::root::FleetRoot;
+
+/// Where wake markers live under the fleet root.
+pub const WAKES_DIR: &str = "wakes";
+
+/// The most markers one listing acts on: wakes are rare and markers
+/// short-lived, so more means junk under `wakes/`, which must not grow a
+/// node's memory.
+pub const MAX_MARKERS: usize = 10_000;
+
+/// One marker as a listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marker {
+    /// The node that wrote it.
+    pub node_id: String,
+    /// The database it wakes (its canonical URL).
+    pub database: String,
+    pub last_modified: DateTime<Utc>,
+}
+
+impl Marker {
+    /// The marker's name under `wakes/`.
+    pub fn name(node_id: &str, database: &str) -> String {
+        format!("{node_id}/{}", encoded_name(database))
+    }
+
+    /// Parses a name under `wakes/`; `None` for anything else.
+    pub fn parse(name: &str, last_modified: DateTime<Utc>) -> Option<Marker> {
+        let (node_id, encoded) = name.split_once('/')?;
+        if !crate::ident::is_valid_identifier(node_id) || encoded.contains('/') {
+            return None;
+        }
+        let database = percent_decode_str(encoded).decode_utf8().ok()?;
+        Some(Marker {
+            node_id: node_id.to_string(),
+            database: database.into_owned(),
+            last_modified,
+        })
+    }
+
+    fn key(&self) -> (String, String) {
+        (self.node_id.clone(), self.database.clone())
+    }
+}
+
+/// `wakes/` could not be listed.
+#[derive(Debug, thiserror::Error)]
+#[error("listing {location}: {source}")]
+pub struct ListError {
+    location: String,
+    source: object_store::Error,
+}
+
+/// What a node remembers of the markers it listed: each one's last
+/// modification, and since when this node has seen it.
+pub type Seen = HashMap<(String, String), (DateTime<Utc>, Instant)>;
+
+/// What one listing means for this node.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Judged {
+    /// Databases whose local workers to nudge: markers of other nodes
+    /// that are new, or rewritten, since the last listing.
+    pub nudge: BTreeSet<String>,
+    /// Markers to delete: this node's, and those of nodes that are gone,
+    /// once seen for `expiry`.
+    pub delete: Vec<Marker>,
+}
+
+/// Judges a listing of `wakes/` against what the last one saw, and
+/// updates `seen` to it (markers no longer listed are forgotten).
+pub fn judge(
+    listed: Vec<Marker>,
+    seen: &mut Seen,
+    own_id: &str,
+    live: &BTreeSet<String>,
+    now: Instant,
+    expiry: Duration,
+) -> Judged {
+    let mut judged = Judged::default();
+    let mut next = Seen::with_capacity(listed.len());
+    for marker in listed {
+        let key = marker.key();
+        let since = match seen.get(&key) {
+            Some((modified, since)) if *modified == marker.last_modified => *since,
+            _ => {
+                if marker.node_id != own_id {
+                    judged.nudge.insert(marker.database.clone());
+                }
+                now
+            }
+        };
+        let ours_to_delete = marker.node_id == own_id || !live.contains(&marker.node_id);
+        if ours_to_delete && now.saturating_duration_since(since) >= expiry {
+            judged.delete.push(marker);
+        } else {
+            next.insert(key, (marker.last_modified, since));
+        }
+    }
+    *seen = next;
+    judged
+}
+
+/// The wake signals of one node: its workers' listeners, the markers it
+/// writes, and what it last listed.
+#[derive(Clone)]
+pub struct WakeSignals {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    root: FleetRoot,
+    node_id: String,
+    /// The workers running on this node, by database.
+    listeners: Mutex<HashMap<String, Listeners>>,
+    next_listener: std::sync::atomic::AtomicU64,
+    seen: Mutex<Seen>,
+}
+
+/// The workers of one database on this node, each with its id.
+type Listeners = Vec<(u64, Arc<Notify>)>;
+
+/// A worker's ear for wakes of its database; it stops listening when
+/// dropped.
+pub struct WakeListener {
+    signals: WakeSignals,
+    database: String,
+    id: u64,
+    notify: Arc<Notify>,
+}
+
+impl WakeListener {
+    /// Completes once the database was woken since the last completion.
+    pub fn notify(&self) -> &Notify {
+        &self.notify
+    }
+}
+
+impl Drop for WakeListener {
+    fn drop(&mut self) {
+        let mut listeners = lock(&self.signals.inner.listeners);
+        if let Some(list) = listeners.get_mut(&self.database) {
+            list.retain(|(id, _)| *id != self.id);
+            if list.is_empty() {
+                listeners.remove(&self.database);
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl WakeSignals {
+    pub fn new(root: FleetRoot, node_id: impl Into<String>) -> Self {
+        WakeSignals {
+            inner: Arc::new(Inner {
+                root,
+                node_id: node_id.into(),
+                listeners: Mutex::new(HashMap::new()),
+                next_listener: std::sync::atomic::AtomicU64::new(0),
+                seen: Mutex::new(Seen::new()),
+            }),
+        }
+    }
+
+    /// Listens for wakes of `database` (the workers do, while they run).
+    pub fn listen(&self, database: &str) -> WakeListener {
+        let id = self
+            .inner
+            .next_listener
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let notify = Arc::new(Notify::new());
+        lock(&self.inner.listeners)
+            .entry(database.to_string())
+            .or_default()
+            .push((id, notify.clone()));
+        WakeListener {
+            signals: self.clone(),
+            database: database.to_string(),
+            id,
+            notify,
+        }
+    }
+
+    /// Nudges this node's listeners of `database`; whether there were any.
+    fn nudge(&self, database: &str) -> bool {
+        let listeners = lock(&self.inner.listeners);
+        let Some(list) = listeners.get(database) else {
+            return false;
+        };
+        for (_, notify) in list {
+            // A permit is kept for a listener busy looking: not lost.
+            notify.notify_one();
+        }
+        !list.is_empty()
+    }
+
+    /// `database` woke: its workers here are nudged at once; if none runs
+    /// here, a marker tells the node that runs them (written in the
+    /// background: the coordinator does not wait for it). One nudged
+    /// worker is enough, as any worker may take the job.
+    pub fn woke(&self, database: &str) {
+        if self.nudge(database) {
+            debug!(%database, "woke: nudged the workers on this node");
+            return;
+        }
+        let relative = format!(
+            "{WAKES_DIR}/{}",
+            Marker::name(&self.inner.node_id, database)
+        );
+        let root = self.inner.root.clone();
+        let database = database.to_string();
+        tokio::spawn(async move {
+            let put = root.store().put(&root.path(&relative), "".into()).await;
+            match put {
+                Ok(_) => debug!(%database, "woke: marker written for its workers"),
+                Err(e) => warn!(
+                    "could not write {}: {e}; the workers of {database} find its job at their own next look",
+                    root.describe(&relative)
+                ),
+            }
+        });
+    }
+
+    /// Lists `wakes/` once: nudges this node's workers of databases other
+    /// nodes woke, and deletes markers that have served (see [`judge`]).
+    /// `live` are the node ids with a live heartbeat. Returns how many
+    /// databases were nudged.
+    pub async fn collect(
+        &self,
+        live: &BTreeSet<String>,
+        expiry: Duration,
+    ) -> Result<usize, ListError> {
+        let root = &self.inner.root;
+        let prefix = root.path(WAKES_DIR);
+        let listed: Vec<Marker> = root
+            .store()
+            .list(Some(&prefix))
+            .take(MAX_MARKERS)
+            .try_filter_map(|meta| {
+                let relative = root.relative(&meta.location);
+                let name = relative
+                    .strip_prefix(WAKES_DIR)
+                    .and_then(|n| n.strip_prefix('/'));
+                futures::future::ready(Ok(name.and_then(|n| Marker::parse(n, meta.last_modified))))
+            })
+            .try_collect()
+            .await
+            .map_err(|source| ListError {
+                location: root.describe(&format!("{WAKES_DIR}/")),
+                source,
+            })?;
+        let judged = {
+            let mut seen = lock(&self.inner.seen);
+            judge(
+                listed,
+                &mut seen,
+                &self.inner.node_id,
+                live,
+                Instant::now(),
+                expiry,
+            )
+        };
+        let nudged = judged
+            .nudge
+            .iter()
+            .filter(|database| self.nudge(database))
+            .count();
+        for marker in judged.delete {
+            let relative = format!(
+                "{WAKES_DIR}/{}",
+                Marker::name(&marker.node_id, &marker.database)
+            );
+            match root.store().delete(&root.path(&relative)).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => debug!("could not delete {}: {e}", root.describe(&relative)),
+            }
+        }
+        Ok(nudged)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn marker(node: &str, db: &str, modified_secs: i64) -> Marker {
+        Marker {
+            node_id: node.into(),
+            database: db.into(),
+            last_modified: DateTime::from_timestamp(modified_secs, 0).unwrap(),
+        }
+    }
+
+    fn live(ids: &[&str]) -> BTreeSet<String> {
+        ids.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn names_round_trip_and_junk_is_ignored() {
+        let db = "s3://bucket/a b/db.1";
+        let name = Marker::name("node-1", db);
+        assert!(!name[7..].contains('/'), "{name}");
+        let at = DateTime::from_timestamp(5, 0).unwrap();
+        assert_eq!(Marker::parse(&name, at), Some(marker("node-1", db, 5)));
+        for junk in ["", "node-1", "bad node/x", "node-1/a/b", "node-1/%FF"] {
+            assert_eq!(Marker::parse(junk, at), None, "{junk}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_marker_nudges_once_per_write_and_is_deleted_by_its_writer_or_when_orphaned() {
+        let expiry = Duration::from_secs(30);
+        let mut seen = Seen::new();
+        let both = live(&["a", "b"]);
+        let t0 = Instant::now();
+
+        // b sees a's marker: one nudge, no delete; the same listing again
+        // nudges nothing; a rewrite nudges again.
+        let first = judge(
+            vec![marker("a", "db", 1)],
+            &mut seen,
+            "b",
+            &both,
+            t0,
+            expiry,
+        );
+        assert_eq!(first.nudge, BTreeSet::from(["db".to_string()]));
+        assert!(first.delete.is_empty());
+        let again = judge(
+            vec![marker("a", "db", 1)],
+            &mut seen,
+            "b",
+            &both,
+            t0,
+            expiry,
+        );
+        assert_eq!(again, Judged::default());
+        let rewritten = judge(
+            vec![marker("a", "db", 2)],
+            &mut seen,
+            "b",
+            &both,
+            t0,
+            expiry,
+        );
+        assert_eq!(rewritten.nudge.len(), 1);
+
+        // b never deletes a live node's marker, however old.
+        let later = t0 + expiry * 10;
+        let old = judge(
+            vec![marker("a", "db", 2)],
+            &mut seen,
+            "b",
+            &both,
+            later,
+            expiry,
+        );
+        assert_eq!(old, Judged::default());
+
+        // Its writer deletes it once it has seen it for `expiry`, and is
+        // never nudged by its own marker.
+        let mut own = Seen::new();
+        let fresh = judge(vec![marker("a", "db", 2)], &mut own, "a", &both, t0, expiry);
+        assert_eq!(fresh, Judged::default());
+        let early = t0 + expiry / 2;
+        let kept = judge(
+            vec![marker("a", "db", 2)],
+            &mut own,
+            "a",
+            &both,
+            early,
+            expiry,
+        );
+        assert!(kept.delete.is_empty());
+        let due = judge(
+            vec![marker("a", "db", 2)],
+            &mut own,
+            "a",
+            &both,
+            t0 + expiry,
+            expiry,
+        );
+        assert_eq!(due.delete, vec![marker("a", "db", 2)]);
+        assert!(own.is_empty(), "a deleted marker is forgotten");
+
+        // A gone node's marker: nudged when first seen, deleted after
+        // `expiry` by whoever sees it.
+        let mut seen = Seen::new();
+        let only_b = live(&["b"]);
+        let orphan = judge(
+            vec![marker("a", "db", 3)],
+            &mut seen,
+            "b",
+            &only_b,
+            t0,
+            expiry,
+        );
+        assert_eq!(orphan.nudge.len(), 1);
+        assert!(orphan.delete.is_empty());
+        let swept = judge(
+            vec![marker("a", "db", 3)],
+            &mut seen,
+            "b",
+            &only_b,
+            later,
+            expiry,
+        );
+        assert_eq!(swept.delete.len(), 1);
+
+        // Markers no longer listed are forgotten: `seen` is bounded by
+        // the listing.
+        let mut seen = Seen::new();
+        judge(
+            vec![marker("a", "x", 1), marker("a", "y", 1)],
+            &mut seen,
+            "b",
+            &both,
+            t0,
+            expiry,
+        );
+        judge(vec![marker("a", "y", 1)], &mut seen, "b", &both, t0, expiry);
+        assert_eq!(seen.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_wake_nudges_local_workers_or_leaves_a_marker_the_other_node_acts_on() {
+        let root = FleetRoot::from_parts(
+            "memory:///fleet".into(),
+            Arc::new(object_store::memory::InMemory::new()),
+            object_store::path::Path::from("fleet"),
+        );
+        let a = WakeSignals::new(root.clone(), "a");
+        let b = WakeSignals::new(root.clone(), "b");
+        let both = live(&["a", "b"]);
+        let expiry = Duration::from_secs(30);
+
+        // A worker on the waking node: nudged in memory, nothing written.
+        let local = a.listen("s3://bkt/db");
+        a.woke("s3://bkt/db");
+        tokio::time::timeout(Duration::from_secs(1), local.notify().notified())
+            .await
+            .expect("the local worker is nudged");
+        tokio::task::yield_now().await;
+        assert_eq!(b.collect(&both, expiry).await.unwrap(), 0);
+        drop(local);
+
+        // No worker here: the marker reaches b's worker, once.
+        let remote = b.listen("s3://bkt/db");
+        a.woke("s3://bkt/db");
+        let marker = root.path(&format!("{WAKES_DIR}/{}", Marker::name("a", "s3://bkt/db")));
+        for _ in 0..100 {
+            if root.store().head(&marker).await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(b.collect(&both, expiry).await.unwrap(), 1);
+        tokio::time::timeout(Duration::from_secs(1), remote.notify().notified())
+            .await
+            .expect("the other node's worker is nudged");
+        assert_eq!(b.collect(&both, expiry).await.unwrap(), 0, "once per write");
+
+        // Its writer deletes it after `expiry`.
+        assert_eq!(a.collect(&both, Duration::ZERO).await.unwrap(), 0);
+        assert!(
+            root.store().head(&marker).await.is_err(),
+            "the writer deleted its marker"
+        );
+    }
+}
