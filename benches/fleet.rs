@@ -57,6 +57,10 @@ fn main() {
         let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
         runtime.block_on(scale_bench());
     }
+    if filter.iter().any(|f| f == "look-floor") {
+        let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+        runtime.block_on(look_floor_bench());
+    }
     if filter.iter().any(|f| f == "handover") {
         let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
         runtime.block_on(handover_bench());
@@ -417,6 +421,8 @@ impl IdleFleet {
 /// node starts, a minute in and after the warm-up
 /// (`SLEET_BENCH_SCALE_WARMUP_SECS`, default 480 s); CPU and requests over
 /// the window; how long `sleet status` takes.
+/// `SLEET_BENCH_SCALE_EXIT_AFTER_WARMUP` ends the process right after the
+/// warm-up, for a heap profiler to report what the running node holds.
 async fn scale_bench() {
     let count = env_number("SLEET_BENCH_SCALE_DATABASES").map_or(10_000, |n| n as usize);
     let peers = env_number("SLEET_BENCH_SCALE_PEERS").unwrap_or(0) as usize;
@@ -468,6 +474,12 @@ async fn scale_bench() {
     let at_a_minute = resident_mib();
     tokio::time::sleep(warmup - first_minute).await;
     let owned = idle.created;
+    if std::env::var_os("SLEET_BENCH_SCALE_EXIT_AFTER_WARMUP").is_some() {
+        // Under heaptrack: whatever the node holds now is reported as
+        // never freed, by the call site that allocated it.
+        eprintln!("scale: exiting after the warm-up, the node running");
+        std::process::exit(0);
+    }
     let measured = node.measure(window_secs, owned).await;
     let per_database = |mib: f64| (mib - before) * 1024.0 / owned.max(1) as f64;
     println!(
@@ -873,37 +885,66 @@ async fn idle_bench() {
     );
     println!("{}", measured.report("idle", count));
 
-    let delays = wake_delays(&idle.urls[..WAKES.min(count)]).await;
-    println!(
-        "idle: wake-up delay over {} databases (L0 at the trigger to the first compaction job): \
-         median {:.1} s, worst {:.1} s, all {:?}",
-        delays.len(),
-        delays[delays.len() / 2],
-        delays[delays.len() - 1],
-        delays.iter().map(|d| format!("{d:.1}")).collect::<Vec<_>>()
-    );
+    let woken = &idle.urls[..WAKES.min(count)];
+    let delays = wake_delays(woken).await;
+    let (queued, compacted): (Vec<f64>, Vec<f64>) = delays.into_iter().unzip();
+    for (what, mut delays) in [
+        ("to the first compaction job", queued),
+        ("to the first compaction finished", compacted),
+    ] {
+        delays.sort_by(f64::total_cmp);
+        println!(
+            "idle: wake-up delay over {} databases (L0 at the trigger {what}): \
+             median {:.1} s, worst {:.1} s, all {:?}",
+            delays.len(),
+            delays[delays.len() / 2],
+            delays[delays.len() - 1],
+            delays.iter().map(|d| format!("{d:.1}")).collect::<Vec<_>>()
+        );
+    }
+    let stalled = &idle.urls[woken.len()..(woken.len() + STALLS).min(count)];
+    let mut stalls =
+        futures::future::join_all(stalled.iter().enumerate().map(|(i, url)| async move {
+            tokio::time::sleep(Duration::from_millis(i as u64 * 7000)).await;
+            stalled_burst(url).await
+        }))
+        .await;
+    stalls.sort_by(f64::total_cmp);
+    if !stalls.is_empty() {
+        println!(
+            "idle: a burst of 16 flushes at SlateDB's default L0 limit (8), over {} databases: \
+             median {:.1} s, worst {:.1} s, all {:?}",
+            stalls.len(),
+            stalls[stalls.len() / 2],
+            stalls[stalls.len() - 1],
+            stalls.iter().map(|d| format!("{d:.1}")).collect::<Vec<_>>()
+        );
+    }
     node.stop().await;
 }
 
 /// Databases woken to measure the delay.
 const WAKES: usize = 20;
+/// Databases that take a stalling burst.
+const STALLS: usize = 5;
 
 /// Wakes each database (staggered over 40 s, so the wakes fall at every
-/// point of the idle looks' back-off) and returns the delays, sorted, in
+/// point of the idle looks' back-off) and returns each one's delays to
+/// its first compaction job and to its first compaction finished, in
 /// seconds.
-async fn wake_delays(urls: &[String]) -> Vec<f64> {
+async fn wake_delays(urls: &[String]) -> Vec<(f64, f64)> {
     let wakes = urls.iter().enumerate().map(|(i, url)| async move {
         tokio::time::sleep(Duration::from_millis(i as u64 * 2000)).await;
         wake_delay(url).await
     });
-    let mut delays: Vec<f64> = futures::future::join_all(wakes).await;
-    delays.sort_by(f64::total_cmp);
-    delays
+    futures::future::join_all(wakes).await
 }
 
 /// Writes `url` until L0 holds the default trigger's SSTs, then polls its
-/// `.compactions` (through its own, uncounted store) until a job appears.
-async fn wake_delay(url: &str) -> f64 {
+/// `.compactions` (through its own, uncounted store) until a job appears,
+/// and its manifest until the job's sorted run is in it: the moment a
+/// writer stalled on L0 could go on.
+async fn wake_delay(url: &str) -> (f64, f64) {
     let trigger = DatabaseConfig::default()
         .resolve()
         .coordinator
@@ -921,15 +962,7 @@ async fn wake_delay(url: &str) -> f64 {
         if manifest.is_some_and(|m| m.l0().len() >= trigger) {
             break;
         }
-        for i in 0..8u32 {
-            let key = format!("wake-{round}-{i}");
-            db.put(key.as_bytes(), &[7u8; 512]).await.expect("put");
-        }
-        db.flush_with_options(slatedb::config::FlushOptions {
-            flush_type: slatedb::config::FlushType::MemTable,
-        })
-        .await
-        .expect("flush");
+        write_round(&db, round).await;
         round += 1;
     }
     let reached = Instant::now();
@@ -940,9 +973,52 @@ async fn wake_delay(url: &str) -> f64 {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let delay = reached.elapsed().as_secs_f64();
+    let queued = reached.elapsed().as_secs_f64();
+    loop {
+        let manifest = admin.read_manifest(None).await.expect("a manifest");
+        if manifest.is_some_and(|m| !m.compacted().is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let compacted = reached.elapsed().as_secs_f64();
     db.close().await.expect("close");
-    delay
+    (queued, compacted)
+}
+
+/// Eight small keys and a memtable flush: one L0 SST.
+async fn write_round(db: &slatedb::Db, round: u32) {
+    for i in 0..8u32 {
+        let key = format!("wake-{round}-{i}");
+        db.put(key.as_bytes(), &[7u8; 512]).await.expect("put");
+    }
+    db.flush_with_options(slatedb::config::FlushOptions {
+        flush_type: slatedb::config::FlushType::MemTable,
+    })
+    .await
+    .expect("flush");
+}
+
+/// How long a writer at SlateDB's default L0 limit (8 SSTs) takes to
+/// make 16 flushes into an idle `url`: it stalls at the limit until the
+/// fleet compacts.
+async fn stalled_burst(url: &str) -> f64 {
+    let (store, path) = sleet::store::open_url(url).expect("a store");
+    let db = slatedb::Db::builder(path, store)
+        .with_settings(slatedb::config::Settings {
+            l0_max_ssts: 8,
+            ..sleet::demo::small_sst_writer_settings()
+        })
+        .build()
+        .await
+        .expect("a writer");
+    let started = Instant::now();
+    for round in 0..16 {
+        write_round(&db, round).await;
+    }
+    let took = started.elapsed().as_secs_f64();
+    db.close().await.expect("close");
+    took
 }
 
 /// Moves the modification time of every file under `dir` back by `age`.
@@ -959,6 +1035,58 @@ fn backdate_tree(dir: &std::path::Path, age: Duration) {
             file.set_modified(then).expect("an mtime");
         }
     }
+}
+
+/// `-- look-floor`: what an idle node's looks cost the store and the
+/// runtime alone, without sleet: for `SLEET_BENCH_SCALE_DATABASES`
+/// (default 10,000) databases, three tasks each that sleep the
+/// services' idle intervals at the defaults (coordinator 20 s, workers
+/// 60 s, GC 120 s: 4.5 looks a database-minute) and HEAD a missing
+/// next manifest on one shared `file://` store, at most 64 at once, as
+/// a node looks. The node's every-20th LIST is left out, so this is a
+/// floor. CPU over 120 s after a 130 s warm-up.
+async fn look_floor_bench() {
+    use object_store::ObjectStoreExt;
+    let count = env_number("SLEET_BENCH_SCALE_DATABASES").map_or(10_000, |n| n as usize);
+    let data = tempfile::tempdir().expect("a temporary data dir");
+    let store: Arc<dyn ObjectStore> = Arc::new(object_store::local::LocalFileSystem::new());
+    let gate = Arc::new(tokio::sync::Semaphore::new(sleet::daemon::LOOKS_AT_ONCE));
+    let looks = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    for i in 0..count {
+        let dir = data.path().join(format!("db{i:06}")).join("manifest");
+        std::fs::create_dir_all(&dir).expect("a manifest dir");
+        let next =
+            Path::from_absolute_path(dir.join(format!("{:020}.manifest", 2))).expect("a path");
+        for interval in [20, 60, 120] {
+            let (store, gate, looks, next) =
+                (store.clone(), gate.clone(), looks.clone(), next.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_secs(interval)).await;
+                    let _permit = gate.acquire().await.expect("the gate");
+                    let missing = store.head(&next).await;
+                    assert!(matches!(missing, Err(object_store::Error::NotFound { .. })));
+                    looks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            });
+        }
+    }
+    eprintln!("look-floor: {count} databases' looks; warming up 130 s, then measuring 120 s");
+    tokio::time::sleep(Duration::from_secs(130)).await;
+    let (cpu, before) = (
+        cpu_seconds(),
+        looks.load(std::sync::atomic::Ordering::Relaxed),
+    );
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    let cpu = cpu_seconds() - cpu;
+    let done = looks.load(std::sync::atomic::Ordering::Relaxed) - before;
+    println!(
+        "look-floor: {count} databases, {:.0} HEADs a minute: CPU {:.2} s/min ({:.2}% of a core), {:.1} µs a HEAD",
+        done as f64 / 2.0,
+        cpu / 2.0,
+        cpu / 120.0 * 100.0,
+        cpu / done as f64 * 1e6
+    );
 }
 
 /// Recreates the directory tree `from` at `to`, hard-linking its files.

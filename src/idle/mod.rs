@@ -175,8 +175,27 @@ pub struct Signals<'a> {
     pub woke: Option<&'a (dyn Fn() + Sync)>,
 }
 
+/// The first look after the nudged one.
+const FIRST_FOLLOW_UP: Duration = Duration::from_millis(500);
+
 /// Stands in for a service nobody nudges: never notified.
 static NEVER_NUDGED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// The wait before the next look after a nudge, while the nudged work
+/// has not shown: 0.5 s after the nudged look, then doubling while under
+/// `probe_min`; `None` once the work showed or the follow-ups are over.
+pub fn next_follow_up(
+    nudged: bool,
+    look: Look,
+    current: Option<Duration>,
+    probe_min: Duration,
+) -> Option<Duration> {
+    match (nudged, look, current) {
+        (_, Look::Moved | Look::Activity, _) => None,
+        (true, ..) => Some(FIRST_FOLLOW_UP),
+        (false, _, soon) => soon.map(|f| f * 2).filter(|f| *f < probe_min),
+    }
+}
 
 /// Runs `service` only while the database has work: looks at it through
 /// `watch` (every `probe_min` while busy, backing off to `probe_max`
@@ -207,10 +226,15 @@ where
     let mut phase = Phase::Idle;
     let mut interval = Duration::ZERO;
     let mut last_active = tokio::time::Instant::now();
+    // After a nudge: looks 0.5, 1, 2, 4 s apart until the work shows or
+    // `probe_min` is the shorter wait (a coordinator queues its job
+    // within about a second of starting).
+    let mut follow_up: Option<Duration> = None;
     loop {
         // Idle: look until there is work.
         loop {
             let wait = watch.due_in().map_or(interval, |due| due.min(interval));
+            let wait = follow_up.map_or(wait, |soon| soon.min(wait));
             let mut nudged = false;
             tokio::select! {
                 () = token.cancelled() => return Ok(()),
@@ -222,9 +246,10 @@ where
                 last_active = tokio::time::Instant::now();
                 vet().await?;
             }
-            if nudged && look == Look::Quiet {
+            follow_up = next_follow_up(nudged, look, follow_up, settings.probe_min);
+            if (nudged || follow_up.is_some()) && look == Look::Quiet {
                 // The work is on its way (a job about to be queued): look
-                // again at `probe_min`, not after the backed-off interval.
+                // again soon, not after the backed-off interval.
                 look = Look::Moved;
             }
             let decision = decide(phase, look, last_active.elapsed(), interval, settings);
@@ -432,6 +457,26 @@ mod tests {
             !settings
                 .for_coordinator(Duration::from_secs(60))
                 .list_always
+        );
+    }
+
+    #[test]
+    fn a_nudge_brings_a_few_quick_looks_until_the_work_shows() {
+        let probe_min = secs(5);
+        let mut waits = Vec::new();
+        let mut soon = next_follow_up(true, Look::Quiet, None, probe_min);
+        while let Some(wait) = soon {
+            waits.push(wait.as_millis());
+            soon = next_follow_up(false, Look::Quiet, soon, probe_min);
+        }
+        assert_eq!(waits, [500, 1000, 2000, 4000]);
+        let found = next_follow_up(false, Look::Activity, Some(secs(1)), probe_min);
+        assert_eq!(found, None, "the work showed");
+        assert_eq!(next_follow_up(false, Look::Quiet, None, probe_min), None);
+        assert_eq!(
+            next_follow_up(true, Look::Failed, Some(secs(2)), probe_min),
+            Some(FIRST_FOLLOW_UP),
+            "a new nudge starts them again"
         );
     }
 

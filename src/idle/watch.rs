@@ -17,6 +17,7 @@ use object_store::ObjectStoreExt;
 
 use super::Look;
 use crate::database::DatabaseHandle;
+use crate::store::child_path;
 
 /// Every this many looks, a LIST replaces the HEAD.
 pub const LIST_EVERY: u64 = 20;
@@ -62,6 +63,11 @@ pub struct VersionWatch {
     /// A move [`VersionWatch::settled_for`] saw but did not act on: the
     /// next look reports it.
     unreported_move: bool,
+    /// The next version's path, kept while no newer version shows: an
+    /// idle database's looks HEAD the same object each time, and at
+    /// 10,000 databases building it afresh was a visible share of a
+    /// node's CPU.
+    next_head: Option<(u64, object_store::path::Path)>,
 }
 
 impl VersionWatch {
@@ -75,6 +81,7 @@ impl VersionWatch {
             next_expiry: None,
             newest_written: None,
             unreported_move: false,
+            next_head: None,
         }
     }
 
@@ -228,9 +235,15 @@ impl VersionWatch {
     }
 
     /// Whether version `id` exists: one HEAD.
-    async fn exists(&self, id: u64) -> Result<bool, object_store::Error> {
-        let location = self.db.root().path(&self.watched.file(id));
-        match self.db.store().head(&location).await {
+    async fn exists(&mut self, id: u64) -> Result<bool, object_store::Error> {
+        let location = match &self.next_head {
+            Some((cached, location)) if *cached == id => location,
+            _ => {
+                let location = child_path(self.db.path(), &self.watched.file(id));
+                &self.next_head.insert((id, location)).1
+            }
+        };
+        match self.db.store().head(location).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
             Err(e) => Err(e),
