@@ -422,7 +422,18 @@ async fn burst(url: &str) -> Duration {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stalled_writer_waits_for_the_coordinators_look_not_the_workers() {
     let _alone = crate::HEAVY.lock().await;
-    let mut cluster = Cluster::new(&stall_toml());
+    stalled_writers(Cluster::new(&stall_toml())).await;
+}
+
+/// The same on the S3 server: the marker is a PUT, LIST and DELETE there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stalled_writer_on_s3_waits_for_the_coordinators_look_not_the_workers() {
+    let Some(endpoint) = endpoint() else { return };
+    let _alone = crate::HEAVY.lock().await;
+    stalled_writers(Cluster::on_s3(&stall_toml(), &endpoint).await).await;
+}
+
+async fn stalled_writers(mut cluster: Cluster) {
     let live = ["s1", "s2"];
     let placed = |same: bool| {
         (0..)
