@@ -167,8 +167,8 @@ fn backed_off(last: Duration, settings: &IdleSettings) -> Duration {
 #[derive(Default, Clone, Copy)]
 pub struct Signals<'a> {
     /// Notified when another service saw work coming (the workers, when
-    /// the coordinator woke the database): look at once, and again at
-    /// `probe_min`, as after a look that saw the database move.
+    /// the coordinator woke the database): look at once, then a few times
+    /// soon after ([`next_follow_up`]) until the work shows.
     pub nudged: Option<&'a tokio::sync::Notify>,
     /// Called when this service's look woke the database (the
     /// coordinator tells the workers; see [`wakes`]).
