@@ -19,10 +19,8 @@ use sleet::daemon::{DatabaseOpener, owned_tasks};
 use sleet::database::DatabaseHandle;
 use sleet::placement::{PlacementHash, PlacementKey};
 use sleet::root::{FleetView, NodeSighting};
-use sleet::testing::{CountingStore, Op};
+use sleet::testing::{ALL_OPS, CountingStore};
 use sleet::{CancellationToken, Fleet, NodeOptions, Service};
-
-const ALL_OPS: [Op; 6] = [Op::Get, Op::Head, Op::Put, Op::List, Op::Delete, Op::Copy];
 
 fn main() {
     let filter: Vec<String> = std::env::args()
@@ -888,39 +886,44 @@ async fn idle_bench() {
     let woken = &idle.urls[..WAKES.min(count)];
     let delays = wake_delays(woken).await;
     let (queued, compacted): (Vec<f64>, Vec<f64>) = delays.into_iter().unzip();
-    for (what, mut delays) in [
+    for (what, delays) in [
         ("to the first compaction job", queued),
         ("to the first compaction finished", compacted),
     ] {
-        delays.sort_by(f64::total_cmp);
         println!(
-            "idle: wake-up delay over {} databases (L0 at the trigger {what}): \
-             median {:.1} s, worst {:.1} s, all {:?}",
+            "idle: wake-up delay over {} databases (L0 at the trigger {what}): {}",
             delays.len(),
-            delays[delays.len() / 2],
-            delays[delays.len() - 1],
-            delays.iter().map(|d| format!("{d:.1}")).collect::<Vec<_>>()
+            spread(delays)
         );
     }
     let stalled = &idle.urls[woken.len()..(woken.len() + STALLS).min(count)];
-    let mut stalls =
-        futures::future::join_all(stalled.iter().enumerate().map(|(i, url)| async move {
-            tokio::time::sleep(Duration::from_millis(i as u64 * 7000)).await;
-            stalled_burst(url).await
-        }))
-        .await;
-    stalls.sort_by(f64::total_cmp);
+    let stalls = futures::future::join_all(stalled.iter().enumerate().map(|(i, url)| async move {
+        tokio::time::sleep(Duration::from_millis(i as u64 * 7000)).await;
+        stalled_burst(url).await
+    }))
+    .await;
     if !stalls.is_empty() {
         println!(
-            "idle: a burst of 16 flushes at SlateDB's default L0 limit (8), over {} databases: \
-             median {:.1} s, worst {:.1} s, all {:?}",
+            "idle: a burst of 16 flushes at SlateDB's default L0 limit (8), over {} databases: {}",
             stalls.len(),
-            stalls[stalls.len() / 2],
-            stalls[stalls.len() - 1],
-            stalls.iter().map(|d| format!("{d:.1}")).collect::<Vec<_>>()
+            spread(stalls)
         );
     }
     node.stop().await;
+}
+
+/// `median M s, worst W s, all [...]` of some timings in seconds.
+fn spread(mut seconds: Vec<f64>) -> String {
+    seconds.sort_by(f64::total_cmp);
+    format!(
+        "median {:.1} s, worst {:.1} s, all {:?}",
+        seconds[seconds.len() / 2],
+        seconds[seconds.len() - 1],
+        seconds
+            .iter()
+            .map(|d| format!("{d:.1}"))
+            .collect::<Vec<_>>()
+    )
 }
 
 /// Databases woken to measure the delay.

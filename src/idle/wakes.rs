@@ -52,6 +52,11 @@ impl Marker {
         format!("{node_id}/{}", encoded_name(database))
     }
 
+    /// The marker's path under the fleet root.
+    pub fn relative(node_id: &str, database: &str) -> String {
+        format!("{WAKES_DIR}/{}", Marker::name(node_id, database))
+    }
+
     /// Parses a name under `wakes/`; `None` for anything else.
     pub fn parse(name: &str, last_modified: DateTime<Utc>) -> Option<Marker> {
         let (node_id, encoded) = name.split_once('/')?;
@@ -235,10 +240,7 @@ impl WakeSignals {
             debug!(%database, "woke: nudged the workers on this node");
             return;
         }
-        let relative = format!(
-            "{WAKES_DIR}/{}",
-            Marker::name(&self.inner.node_id, database)
-        );
+        let relative = Marker::relative(&self.inner.node_id, database);
         let root = self.inner.root.clone();
         let database = database.to_string();
         tokio::spawn(async move {
@@ -298,10 +300,7 @@ impl WakeSignals {
             .filter(|database| self.nudge(database))
             .count();
         for marker in judged.delete {
-            let relative = format!(
-                "{WAKES_DIR}/{}",
-                Marker::name(&marker.node_id, &marker.database)
-            );
+            let relative = Marker::relative(&marker.node_id, &marker.database);
             match root.store().delete(&root.path(&relative)).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => debug!("could not delete {}: {e}", root.describe(&relative)),
@@ -339,79 +338,55 @@ mod tests {
         }
     }
 
+    const EXPIRY: Duration = Duration::from_secs(30);
+
+    /// `me` judges a listing of node a's marker for `db`, last modified at
+    /// `modified`, at `now`.
+    fn see(
+        seen: &mut Seen,
+        me: &str,
+        live: &BTreeSet<String>,
+        modified: i64,
+        now: Instant,
+    ) -> Judged {
+        judge(
+            vec![marker("a", "db", modified)],
+            seen,
+            me,
+            live,
+            now,
+            EXPIRY,
+        )
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_marker_nudges_once_per_write_and_is_deleted_by_its_writer_or_when_orphaned() {
-        let expiry = Duration::from_secs(30);
-        let mut seen = Seen::new();
         let both = live(&["a", "b"]);
         let t0 = Instant::now();
+        let later = t0 + EXPIRY * 10;
 
         // b sees a's marker: one nudge, no delete; the same listing again
         // nudges nothing; a rewrite nudges again.
-        let first = judge(
-            vec![marker("a", "db", 1)],
-            &mut seen,
-            "b",
-            &both,
-            t0,
-            expiry,
-        );
+        let mut seen = Seen::new();
+        let first = see(&mut seen, "b", &both, 1, t0);
         assert_eq!(first.nudge, BTreeSet::from(["db".to_string()]));
         assert!(first.delete.is_empty());
-        let again = judge(
-            vec![marker("a", "db", 1)],
-            &mut seen,
-            "b",
-            &both,
-            t0,
-            expiry,
-        );
-        assert_eq!(again, Judged::default());
-        let rewritten = judge(
-            vec![marker("a", "db", 2)],
-            &mut seen,
-            "b",
-            &both,
-            t0,
-            expiry,
-        );
-        assert_eq!(rewritten.nudge.len(), 1);
+        assert_eq!(see(&mut seen, "b", &both, 1, t0), Judged::default());
+        assert_eq!(see(&mut seen, "b", &both, 2, t0).nudge.len(), 1);
 
         // b never deletes a live node's marker, however old.
-        let later = t0 + expiry * 10;
-        let old = judge(
-            vec![marker("a", "db", 2)],
-            &mut seen,
-            "b",
-            &both,
-            later,
-            expiry,
-        );
-        assert_eq!(old, Judged::default());
+        assert_eq!(see(&mut seen, "b", &both, 2, later), Judged::default());
 
         // Its writer deletes it once it has seen it for `expiry`, and is
         // never nudged by its own marker.
         let mut own = Seen::new();
-        let fresh = judge(vec![marker("a", "db", 2)], &mut own, "a", &both, t0, expiry);
-        assert_eq!(fresh, Judged::default());
-        let early = t0 + expiry / 2;
-        let kept = judge(
-            vec![marker("a", "db", 2)],
-            &mut own,
-            "a",
-            &both,
-            early,
-            expiry,
+        assert_eq!(see(&mut own, "a", &both, 2, t0), Judged::default());
+        assert!(
+            see(&mut own, "a", &both, 2, t0 + EXPIRY / 2)
+                .delete
+                .is_empty()
         );
-        assert!(kept.delete.is_empty());
-        let due = judge(
-            vec![marker("a", "db", 2)],
-            &mut own,
-            "a",
-            &both,
-            t0 + expiry,
-            expiry,
-        );
+        let due = see(&mut own, "a", &both, 2, t0 + EXPIRY);
         assert_eq!(due.delete, vec![marker("a", "db", 2)]);
         assert!(own.is_empty(), "a deleted marker is forgotten");
 
@@ -419,38 +394,17 @@ mod tests {
         // `expiry` by whoever sees it.
         let mut seen = Seen::new();
         let only_b = live(&["b"]);
-        let orphan = judge(
-            vec![marker("a", "db", 3)],
-            &mut seen,
-            "b",
-            &only_b,
-            t0,
-            expiry,
-        );
+        let orphan = see(&mut seen, "b", &only_b, 3, t0);
         assert_eq!(orphan.nudge.len(), 1);
         assert!(orphan.delete.is_empty());
-        let swept = judge(
-            vec![marker("a", "db", 3)],
-            &mut seen,
-            "b",
-            &only_b,
-            later,
-            expiry,
-        );
-        assert_eq!(swept.delete.len(), 1);
+        assert_eq!(see(&mut seen, "b", &only_b, 3, later).delete.len(), 1);
 
         // Markers no longer listed are forgotten: `seen` is bounded by
         // the listing.
         let mut seen = Seen::new();
-        judge(
-            vec![marker("a", "x", 1), marker("a", "y", 1)],
-            &mut seen,
-            "b",
-            &both,
-            t0,
-            expiry,
-        );
-        judge(vec![marker("a", "y", 1)], &mut seen, "b", &both, t0, expiry);
+        let two = vec![marker("a", "x", 1), marker("a", "y", 1)];
+        judge(two, &mut seen, "b", &both, t0, EXPIRY);
+        judge(vec![marker("a", "y", 1)], &mut seen, "b", &both, t0, EXPIRY);
         assert_eq!(seen.len(), 1);
     }
 
@@ -464,7 +418,6 @@ mod tests {
         let a = WakeSignals::new(root.clone(), "a");
         let b = WakeSignals::new(root.clone(), "b");
         let both = live(&["a", "b"]);
-        let expiry = Duration::from_secs(30);
 
         // A worker on the waking node: nudged in memory, nothing written.
         let local = a.listen("s3://bkt/db");
@@ -473,24 +426,24 @@ mod tests {
             .await
             .expect("the local worker is nudged");
         tokio::task::yield_now().await;
-        assert_eq!(b.collect(&both, expiry).await.unwrap(), 0);
+        assert_eq!(b.collect(&both, EXPIRY).await.unwrap(), 0);
         drop(local);
 
         // No worker here: the marker reaches b's worker, once.
         let remote = b.listen("s3://bkt/db");
         a.woke("s3://bkt/db");
-        let marker = root.path(&format!("{WAKES_DIR}/{}", Marker::name("a", "s3://bkt/db")));
+        let marker = root.path(&Marker::relative("a", "s3://bkt/db"));
         for _ in 0..100 {
             if root.store().head(&marker).await.is_ok() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        assert_eq!(b.collect(&both, expiry).await.unwrap(), 1);
+        assert_eq!(b.collect(&both, EXPIRY).await.unwrap(), 1);
         tokio::time::timeout(Duration::from_secs(1), remote.notify().notified())
             .await
             .expect("the other node's worker is nudged");
-        assert_eq!(b.collect(&both, expiry).await.unwrap(), 0, "once per write");
+        assert_eq!(b.collect(&both, EXPIRY).await.unwrap(), 0, "once per write");
 
         // Its writer deletes it after `expiry`.
         assert_eq!(a.collect(&both, Duration::ZERO).await.unwrap(), 0);

@@ -35,7 +35,7 @@ pub enum Op {
 
 const OPS: usize = 6;
 /// Every [`Op`], in the order of its discriminant.
-const ALL_OPS: [Op; OPS] = [Op::Get, Op::Head, Op::Put, Op::List, Op::Delete, Op::Copy];
+pub const ALL_OPS: [Op; OPS] = [Op::Get, Op::Head, Op::Put, Op::List, Op::Delete, Op::Copy];
 
 /// Wraps a store and counts each request it forwards, in total and by
 /// kind of object (the SlateDB directory a path is in).
@@ -119,7 +119,7 @@ impl CountingStore {
 
     /// Every count, for printing: `get=3 head=0 ...`.
     pub fn summary(&self) -> String {
-        [Op::Get, Op::Head, Op::Put, Op::List, Op::Delete, Op::Copy]
+        ALL_OPS
             .iter()
             .map(|op| format!("{}={}", format!("{op:?}").to_lowercase(), self.count(*op)))
             .collect::<Vec<_>>()

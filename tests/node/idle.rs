@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use object_store::ObjectStoreExt;
 use sleet::Service;
-use sleet::testing::{CountingStore, Op};
+use sleet::testing::{ALL_OPS, CountingStore, Op};
 
 use crate::cluster::{Cluster, compacted, coordinator_owner, owner, placement_matches, poll_until};
 use crate::common::endpoint;
@@ -105,10 +105,7 @@ async fn compactor_epochs(urls: &[String]) -> Vec<u64> {
 }
 
 fn total(counting: &CountingStore) -> u64 {
-    [Op::Get, Op::Head, Op::Put, Op::List, Op::Delete, Op::Copy]
-        .iter()
-        .map(|op| counting.count(*op))
-        .sum()
+    ALL_OPS.iter().map(|op| counting.count(*op)).sum()
 }
 
 /// Idle databases stay within the budget; one that is written wakes, is
