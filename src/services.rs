@@ -240,12 +240,11 @@ pub async fn run_service(
                 nudged: Some(listener.notify()),
                 ..Signals::default()
             };
+            // No look of their own before they start: the looks only start
+            // the workers on activity, which `vet` has just passed.
             run_while_busy(&mut watch, &idle.settings, &token, &signals, vet, |child| {
                 let recorder = recorder.clone();
-                async move {
-                    db.may_compact(records, outside).await?;
-                    run_workers(db, w, code, outside, records, recorder, child).await
-                }
+                run_workers(db, w, code, outside, records, recorder, child)
             })
             .await
         }
@@ -339,9 +338,14 @@ async fn run_coordinator(
                 unconfirmed = Some(epoch);
                 retry.reset_immediately();
             }
-            _ = retry.tick(), if unconfirmed.is_some() => {
+            // Written beside the compactor, not in a branch that would
+            // hold it still meanwhile.
+            (epoch, confirmed) = async {
+                retry.tick().await;
                 let epoch = unconfirmed.expect("guarded");
-                match records.confirm(db.url(), epoch).await {
+                (epoch, records.confirm(db.url(), epoch).await)
+            }, if unconfirmed.is_some() => {
+                match confirmed {
                     Ok(()) => unconfirmed = None,
                     Err(e) => warn!(database = %db.url(), epoch, "failed to confirm the fleet's compactor epoch; retrying: {e}"),
                 }
@@ -438,9 +442,14 @@ async fn run_workers(
     let mut recheck = tokio::time::interval(outside.recheck);
     recheck.tick().await;
     loop {
+        // The look races the workers rather than running in a branch,
+        // which would hold them still while it reads the store.
         tokio::select! {
             result = &mut run => return result.map_err(|e| db.slatedb_error(e).into()),
-            _ = recheck.tick(), if outside.enabled => match db.may_compact(records, outside).await {
+            seen = async {
+                recheck.tick().await;
+                db.may_compact(records, outside).await
+            }, if outside.enabled => match seen {
                 Err(stand_down @ ServiceError::OutsideCompactor { .. }) => {
                     workers.cancel();
                     if let Err(e) = run.await {

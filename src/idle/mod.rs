@@ -269,7 +269,11 @@ where
         }
         // Busy: run the service, looking every `probe_min` for quiet. The
         // service's future lives on the heap only while it runs: inline,
-        // every idle database's task would carry its largest state.
+        // every idle database's task would carry its largest state. The
+        // look is one of the raced futures, not awaited in a branch: a
+        // branch's body holds the service still, and on a slow store a
+        // busy look (three or four requests) took so long that a starting
+        // worker only moved in the `probe_min` gaps between looks.
         let child = token.child_token();
         let mut run = Box::pin(service(child.clone()));
         loop {
@@ -279,8 +283,10 @@ where
                     child.cancel();
                     return run.await;
                 }
-                () = tokio::time::sleep(settings.probe_min) => {
-                    let look = watch.look(true).await;
+                look = async {
+                    tokio::time::sleep(settings.probe_min).await;
+                    watch.look(true).await
+                } => {
                     tracing::trace!(?look, "busy look");
                     if matches!(look, Look::Moved | Look::Activity) {
                         last_active = tokio::time::Instant::now();
@@ -477,6 +483,58 @@ mod tests {
             next_follow_up(true, Look::Failed, Some(secs(2)), probe_min),
             Some(FIRST_FOLLOW_UP),
             "a new nudge starts them again"
+        );
+    }
+
+    /// The busy look runs beside the service, not instead of it: with
+    /// every look slowed to 300 ms and a service of 20 short steps, the
+    /// service finishes within a look or two. Awaited in a `select!`
+    /// branch, the look held the service still, which then took one step
+    /// per look (on the S3 server a starting worker took 23 s to build).
+    #[tokio::test]
+    async fn a_slow_busy_look_does_not_hold_the_service_up() {
+        use crate::database::DatabaseHandle;
+        use crate::testing::{Faults, FaultyStore};
+        use std::sync::Arc;
+        let faults = Faults::new();
+        faults.slow_down("manifest", Duration::from_millis(300));
+        let store = Arc::new(FaultyStore::new(
+            Arc::new(object_store::memory::InMemory::new()),
+            faults.clone(),
+        ));
+        let db = DatabaseHandle::from_parts("memory:///db".into(), store, "db".into());
+        let mut watch = watch::VersionWatch::new(db, watch::Watched::Changes, false);
+        // Disabled: busy from the first look, looking every `probe_min`.
+        let settings = IdleSettings {
+            enabled: false,
+            probe_min: Duration::from_millis(10),
+            ..IdleSettings::default()
+        };
+        let token = tokio_util::sync::CancellationToken::new();
+        let looks_while_serving = Arc::new(std::sync::Mutex::new(None));
+        let vet = || async { Ok::<(), ()>(()) };
+        let service = |_| {
+            let (faults, looks) = (faults.clone(), looks_while_serving.clone());
+            async move {
+                let before = faults.requests();
+                for _ in 0..20 {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                *looks.lock().unwrap() = Some(faults.requests() - before);
+                Ok(())
+            }
+        };
+        let signals = Signals::default();
+        run_while_busy(&mut watch, &settings, &token, &signals, vet, service)
+            .await
+            .unwrap();
+        let looks = looks_while_serving
+            .lock()
+            .unwrap()
+            .expect("the service ran");
+        assert!(
+            looks <= 3,
+            "{looks} look requests while the service took 20 steps"
         );
     }
 

@@ -495,27 +495,31 @@ impl MirrorPair {
         let mut refresh_at = pin.refresh_at;
         let mut pin_deadline = pin.deadline;
         let result = loop {
+            // The refresh races the copy rather than running in a branch,
+            // which would hold the copy still while it waits on the store.
             tokio::select! {
                 result = &mut copy => break result,
-                () = tokio::time::sleep_until(refresh_at) => {
-                    // A refresh sets the expiry from the store's receipt of
-                    // it, no earlier than this.
+                refreshed = async {
+                    tokio::time::sleep_until(refresh_at).await;
+                    // A refresh sets the expiry from the store's receipt
+                    // of it, no earlier than this.
                     let asked = tokio::time::Instant::now();
                     for &id in &pin.ids {
-                        let refreshed = self
-                            .source
+                        self.source
                             .bounded(
                                 "refreshing the pin",
                                 self.source.admin().refresh_checkpoint(id, Some(self.checkpoint_lifetime)),
                             )
-                            .await;
-                        if let Err(e) = refreshed {
-                            return Ok(Err(format!("pin refresh failed: {e}")));
-                        }
+                            .await?;
                     }
-                    pin_deadline = asked + self.checkpoint_lifetime;
-                    refresh_at += self.checkpoint_lifetime / 2;
-                }
+                    Ok::<_, crate::database::DatabaseError>(asked)
+                } => match refreshed {
+                    Ok(asked) => {
+                        pin_deadline = asked + self.checkpoint_lifetime;
+                        refresh_at += self.checkpoint_lifetime / 2;
+                    }
+                    Err(e) => return Ok(Err(format!("pin refresh failed: {e}"))),
+                },
             }
         };
         match result {
