@@ -1052,8 +1052,13 @@ fn backdate_tree(dir: &std::path::Path, age: Duration) {
 /// services' idle intervals at the defaults (coordinator 20 s, workers
 /// 60 s, GC 120 s: 4.5 looks a database-minute) and HEAD a missing
 /// next manifest on one shared `file://` store, at most 64 at once, as
-/// a node looks. The node's every-20th LIST is left out, so this is a
-/// floor. CPU over 120 s after a 130 s warm-up.
+/// a node looks. The node's every-20th LIST is left out. CPU over 120 s
+/// after a 130 s warm-up.
+///
+/// Each task starts at its own point of its interval, as a node's looks
+/// spread out. `SLEET_BENCH_LOOK_GRID_MS` puts every look on that grid
+/// instead (at most that much later), so looks due together wake the
+/// runtime once.
 async fn look_floor_bench() {
     use object_store::ObjectStoreExt;
     let count = env_number("SLEET_BENCH_SCALE_DATABASES").map_or(10_000, |n| n as usize);
@@ -1061,6 +1066,8 @@ async fn look_floor_bench() {
     let store: Arc<dyn ObjectStore> = Arc::new(object_store::local::LocalFileSystem::new());
     let gate = Arc::new(tokio::sync::Semaphore::new(sleet::daemon::LOOKS_AT_ONCE));
     let looks = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let grid = env_number("SLEET_BENCH_LOOK_GRID_MS").map(Duration::from_millis);
+    let origin = tokio::time::Instant::now();
     for i in 0..count {
         let dir = data.path().join(format!("db{i:06}")).join("manifest");
         std::fs::create_dir_all(&dir).expect("a manifest dir");
@@ -1069,9 +1076,14 @@ async fn look_floor_bench() {
         for interval in [20, 60, 120] {
             let (store, gate, looks, next) =
                 (store.clone(), gate.clone(), looks.clone(), next.clone());
+            let interval = Duration::from_secs(interval);
+            // Spread evenly: database i of count starts i/count into it.
+            let mut due = origin + interval.mul_f64(i as f64 / count as f64);
             tokio::spawn(async move {
                 loop {
-                    tokio::time::sleep(Duration::from_secs(interval)).await;
+                    let at = grid.map_or(due, |grid| sleet::idle::on_grid(due, origin, grid));
+                    tokio::time::sleep_until(at).await;
+                    due += interval;
                     let _permit = gate.acquire().await.expect("the gate");
                     let missing = store.head(&next).await;
                     assert!(matches!(missing, Err(object_store::Error::NotFound { .. })));

@@ -163,6 +163,30 @@ fn backed_off(last: Duration, settings: &IdleSettings) -> Duration {
     )
 }
 
+/// Idle looks wait for the next point of this grid (see [`on_grid`]).
+pub const LOOK_GRID: Duration = Duration::from_millis(250);
+
+/// Where the node's look grid starts: its first idle look.
+static LOOK_GRID_ORIGIN: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
+
+/// `at`, put off to the next point of a `grid` laid from `origin` (at
+/// most one step later): looks that fall due within one step fire
+/// together, so a node over thousands of idle databases wakes once for
+/// many looks, not once for each. An `at` before `origin` stays.
+pub fn on_grid(
+    at: tokio::time::Instant,
+    origin: tokio::time::Instant,
+    grid: Duration,
+) -> tokio::time::Instant {
+    let Some(since) = at.checked_duration_since(origin) else {
+        return at;
+    };
+    let step = grid.as_nanos().max(1);
+    let steps = since.as_nanos().div_ceil(step);
+    let on = u64::try_from(steps * step).unwrap_or(u64::MAX);
+    origin + Duration::from_nanos(on)
+}
+
 /// How one service's looks hear from the database's other services.
 #[derive(Default, Clone, Copy)]
 pub struct Signals<'a> {
@@ -235,10 +259,12 @@ where
         loop {
             let wait = watch.due_in().map_or(interval, |due| due.min(interval));
             let wait = follow_up.map_or(wait, |soon| soon.min(wait));
+            let origin = *LOOK_GRID_ORIGIN.get_or_init(tokio::time::Instant::now);
+            let due = on_grid(tokio::time::Instant::now() + wait, origin, LOOK_GRID);
             let mut nudged = false;
             tokio::select! {
                 () = token.cancelled() => return Ok(()),
-                () = tokio::time::sleep(wait) => {}
+                () = tokio::time::sleep_until(due) => {}
                 () = signals.nudged.unwrap_or(&NEVER_NUDGED).notified() => nudged = true,
             }
             let mut look = watch.look(false).await;
@@ -536,6 +562,27 @@ mod tests {
             looks <= 3,
             "{looks} look requests while the service took 20 steps"
         );
+    }
+
+    #[test]
+    fn a_look_goes_on_the_grid_at_most_one_step_late() {
+        let origin = tokio::time::Instant::now();
+        let grid = Duration::from_millis(100);
+        let ms = |n: u64| origin + Duration::from_millis(n);
+        assert_eq!(on_grid(ms(0), origin, grid), ms(0));
+        assert_eq!(on_grid(ms(1), origin, grid), ms(100));
+        assert_eq!(on_grid(ms(100), origin, grid), ms(100));
+        assert_eq!(on_grid(ms(20_050), origin, grid), ms(20_100));
+        let before = origin - Duration::from_millis(30);
+        assert_eq!(
+            on_grid(before, origin, grid),
+            before,
+            "before the origin: as it was"
+        );
+        for n in (0..1000).step_by(7) {
+            let put = on_grid(ms(n), origin, grid);
+            assert!(put >= ms(n) && put < ms(n) + grid, "{n} ms");
+        }
     }
 
     #[test]
