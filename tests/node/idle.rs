@@ -388,13 +388,13 @@ sleep_after = "2s"
     )
 }
 
-/// How long a burst of 16 flushes into `url` takes a writer that stalls
-/// at `l0_max_ssts` (SlateDB's default is 8) until something compacts.
-async fn burst(url: &str, l0_max_ssts: usize) -> Duration {
+/// How long a burst of 16 flushes into `url` takes a writer at SlateDB's
+/// default L0 limit (8 SSTs), which stalls it until something compacts.
+async fn burst(url: &str) -> Duration {
     let (store, path) = db::open_store(url);
     let writer = slatedb::Db::builder(path, store)
         .with_settings(slatedb::config::Settings {
-            l0_max_ssts,
+            l0_max_ssts: 8,
             ..db::tiny_settings()
         })
         .build()
@@ -420,7 +420,7 @@ async fn burst_to_first_run(url: &str) -> (Duration, Duration) {
         })
         .await
     };
-    let (took, first_run) = tokio::join!(burst(url, 8), first_run);
+    let (took, first_run) = tokio::join!(burst(url), first_run);
     (took, first_run)
 }
 
