@@ -61,6 +61,10 @@ pub enum Error {
         "{store} is not proven safe for a sleet fleet: {failed} needed properties failed or could not be proven"
     )]
     UnsafeStore { store: String, failed: usize },
+    #[error("events: {0}")]
+    Events(String),
+    #[error("events check: {failed} buckets' events did not arrive")]
+    EventsCheckFailed { failed: usize },
     #[error(
         "mirror destinations would collide: {users} all map to {destination}; give each database \
          its own destination (a target's source_prefix), or write this database's registry file \

@@ -31,6 +31,7 @@ pub mod demo;
 pub mod duration;
 pub mod endpoint;
 mod error;
+pub mod events;
 pub mod heartbeat;
 pub mod hooks;
 pub mod ident;

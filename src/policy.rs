@@ -48,6 +48,18 @@ impl Default for IdleSettings {
     }
 }
 
+/// `[events]` with defaults applied, when a source is set: where a
+/// node receives the store's notifications of new manifests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventsSettings {
+    /// The SQS queue's URL.
+    pub queue_url: String,
+    /// Idle looks back off to this while events flow.
+    pub safety_interval: Duration,
+    /// How often `wakes/` is listed while events flow.
+    pub relay_interval: Duration,
+}
+
 /// How a streamed object is written: up to `multipart_threshold` bytes
 /// it is held and sent with one PUT, beyond that as a multipart upload.
 /// One PUT costs the destination one request and no reassembly, and holds

@@ -26,7 +26,7 @@ use crate::config::{
     WorkerSettings,
 };
 use crate::database::{ADMIN_CALL_TIMEOUT, DatabaseError, DatabaseHandle};
-use crate::idle::wakes::WakeSignals;
+use crate::idle::wakes::{Role, WakeSignals};
 use crate::idle::watch::{VersionWatch, Watched};
 use crate::idle::{ServiceIdle, Signals, run_while_busy};
 use crate::outside_compactor::claim::ClaimWatch;
@@ -178,7 +178,13 @@ pub async fn run_service(
                 }
             }
             let vet = || async { Ok(()) };
-            let signals = Signals::default();
+            // Boxed, as every idle task would carry it inline.
+            let listener = Box::new(wakes.listen(db.url(), Role::Gc));
+            let signals = Signals {
+                nudged: Some(listener.notify()),
+                flow: Some(wakes.flow()),
+                ..Signals::default()
+            };
             run_while_busy(&mut watch, &idle.settings, &token, &signals, vet, |child| {
                 let (options, recorder) = (options.clone(), recorder.clone());
                 async move {
@@ -205,9 +211,11 @@ pub async fn run_service(
             let mut watch = VersionWatch::new(db.clone(), watched, idle.list_always);
             let vet = || async { db.may_compact(records, outside).await.map(|_| ()) };
             let woke = || wakes.woke(db.url());
+            let listener = Box::new(wakes.listen(db.url(), Role::Coordinator));
             let signals = Signals {
                 woke: Some(&woke),
-                ..Signals::default()
+                nudged: Some(listener.notify()),
+                flow: Some(wakes.flow()),
             };
             run_while_busy(&mut watch, &idle.settings, &token, &signals, vet, |child| {
                 let recorder = recorder.clone();
@@ -235,9 +243,10 @@ pub async fn run_service(
             // A coordinator that woke the database nudges them (see
             // `idle::wakes`): its job need not wait for their next look.
             // Boxed: every idle task's future would carry it inline.
-            let listener = Box::new(wakes.listen(db.url()));
+            let listener = Box::new(wakes.listen(db.url(), Role::Workers));
             let signals = Signals {
                 nudged: Some(listener.notify()),
+                flow: Some(wakes.flow()),
                 ..Signals::default()
             };
             // No look of their own before they start: the looks only start

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use tokio_util::sync::CancellationToken;
 
+mod events;
 mod mirror;
 mod plugin;
 mod store;
@@ -84,7 +85,7 @@ pub enum Command {
         metrics_detail: crate::metrics::Detail,
         /// How long a stopping node (SIGTERM, Ctrl-C) waits for its tasks before it abandons them
         /// and deletes its heartbeat. Give the platform's grace period more than this
-        #[arg(long, default_value = "30s", value_parser = parse_grace)]
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
         shutdown_grace: std::time::Duration,
     },
     /// Show fleet nodes, registered databases, and service placement, derived from the fleet root
@@ -138,6 +139,10 @@ pub enum Command {
     /// Object stores: prove one has the atomic conditional writes a fleet needs
     #[command(subcommand)]
     Store(StoreCommand),
+    /// Store events: set up the queue and bucket notifications that wake idle databases, and check
+    /// that they arrive
+    #[command(subcommand)]
+    Events(events::EventsCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -280,6 +285,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         Command::Mirror(command) => mirror::run(command).await?,
         Command::Plugin(command) => plugin::run(command).await?,
         Command::Store(command) => store::run(command).await?,
+        Command::Events(command) => events::run(command).await?,
         Command::Config(ConfigCommand::Check { files, fleet, root }) => {
             let report = match root {
                 Some(root) => {
@@ -393,6 +399,6 @@ fn emit_with<T: Serialize>(
 }
 
 /// `--shutdown-grace`: a duration such as `30s` or `2m`.
-fn parse_grace(value: &str) -> Result<std::time::Duration, String> {
+pub(super) fn parse_duration(value: &str) -> Result<std::time::Duration, String> {
     humantime::parse_duration(value).map_err(|e| format!("\"{value}\" is not a duration: {e}"))
 }

@@ -39,6 +39,7 @@ pub fn parse_fleet_config(text: &str) -> Result<FleetConfig, ConfigError> {
     let config: FleetConfig = parse_toml(text)?;
     let mut problems = Vec::new();
     check_node(&config.node, &mut problems);
+    check_events(&config.events, &mut problems);
     check_plugins(&config.plugins, &mut problems);
     check_stores(&config.stores, &mut problems);
     let mut check = Checker::new("database", &mut problems);
@@ -113,6 +114,40 @@ fn check_node(node: &NodeOverrides, problems: &mut Vec<String>) {
     }
     if resolved.config_poll.is_zero() {
         problems.push("node.config_poll must be > 0".into());
+    }
+}
+
+/// `[events]`: a source needs its queue, and the intervals must leave
+/// polling a real safety net.
+fn check_events(events: &EventsConfig, problems: &mut Vec<String>) {
+    let sqs = events.source == Some(EventSourceKind::Sqs);
+    match (&events.queue_url, sqs) {
+        (None, true) => {
+            problems.push("events.queue_url is required with events.source = \"sqs\"".into())
+        }
+        (Some(_), false) => problems.push(
+            "events.queue_url is set but events.source is not \"sqs\": no events would be received"
+                .into(),
+        ),
+        (Some(queue), true) => {
+            if let Err(why) = crate::events::sqs::QueueAddress::parse(queue) {
+                problems.push(format!("events.queue_url {queue:?}: {why}"));
+            }
+        }
+        (None, false) => {}
+    }
+    if events
+        .safety_interval
+        .is_some_and(|d| d.0 < std::time::Duration::from_secs(20))
+    {
+        problems
+            .push("events.safety_interval must be at least 20s (the default look interval)".into());
+    }
+    if events
+        .relay_interval
+        .is_some_and(|d| d.0 < std::time::Duration::from_millis(100))
+    {
+        problems.push("events.relay_interval must be at least 100ms".into());
     }
 }
 

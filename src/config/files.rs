@@ -31,6 +31,46 @@ pub struct FleetConfig {
     /// How nodes prove the object stores they write to.
     #[serde(default, skip_serializing_if = "StoresConfig::is_empty")]
     pub stores: StoresConfig,
+    /// Where nodes hear of new manifests instead of looking for them.
+    #[serde(default, skip_serializing_if = "EventsConfig::is_empty")]
+    pub events: EventsConfig,
+}
+
+/// `[events]`: the store tells the fleet of each new manifest through a
+/// queue (S3 bucket notifications to SQS), so an idle database is woken
+/// within seconds and its own looks back off to `safety_interval`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EventsConfig {
+    /// `sqs`, or `none` (the default: nodes look for changes themselves).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<EventSourceKind>,
+    /// The SQS queue's URL, as `sleet events setup` prints it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_url: Option<String>,
+    /// While events flow, an idle database's looks back off to this
+    /// interval: the longest a lost notification delays its wake-up.
+    /// Default `10m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub safety_interval: Option<HumanDuration>,
+    /// While events flow, how often a node lists `wakes/` for the events
+    /// other nodes received for databases it runs. Default `1s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay_interval: Option<HumanDuration>,
+}
+
+impl EventsConfig {
+    fn is_empty(&self) -> bool {
+        self == &EventsConfig::default()
+    }
+}
+
+/// Where events come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventSourceKind {
+    None,
+    Sqs,
 }
 
 /// `[stores]`: nodes check every store they write to (the fleet root,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::files::*;
 use crate::duration::HumanDuration;
 use crate::placement::PlacementHash;
-use crate::policy::StreamPolicy;
+use crate::policy::{EventsSettings, StreamPolicy};
 use crate::service::Service;
 
 /// Copies every field of `$upper` that is set onto `$lower`.
@@ -287,6 +287,8 @@ pub mod defaults {
 
     pub const MIRROR_POLL: Duration = Duration::from_secs(10);
     pub const MIRROR_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+    pub const EVENTS_SAFETY_INTERVAL: Duration = Duration::from_secs(600);
+    pub const EVENTS_RELAY_INTERVAL: Duration = Duration::from_secs(1);
     pub const MIRROR_MIN_AGE: Duration = Duration::from_secs(300);
     pub const MIRROR_DEEP_CHECK: Duration = Duration::from_secs(3600);
     pub const CHECKPOINT_LIFETIME: Duration = Duration::from_secs(15 * 60);
@@ -303,6 +305,24 @@ pub mod defaults {
 
 fn duration_or(value: Option<HumanDuration>, default: Duration) -> Duration {
     value.map_or(default, |d| d.0)
+}
+
+impl EventsConfig {
+    /// The event source's settings; `None` when no source is set (or it
+    /// has no queue, which `config check` reports).
+    pub fn resolve(&self) -> Option<EventsSettings> {
+        match self.source? {
+            EventSourceKind::None => None,
+            EventSourceKind::Sqs => Some(EventsSettings {
+                queue_url: self.queue_url.clone()?,
+                safety_interval: duration_or(
+                    self.safety_interval,
+                    defaults::EVENTS_SAFETY_INTERVAL,
+                ),
+                relay_interval: duration_or(self.relay_interval, defaults::EVENTS_RELAY_INTERVAL),
+            }),
+        }
+    }
 }
 
 impl NodeOverrides {

@@ -25,6 +25,8 @@ use super::stores::{StoreGate, admit, trust_label, written_url};
 use super::supervisor::Supervisor;
 use crate::config::{NodeSettings, StoreSettings};
 use crate::error::Error;
+use crate::events::EventSource;
+use crate::events::notification::DatabaseIndex;
 use crate::heartbeat::{self, ClockReading};
 use crate::idle::wakes::WakeSignals;
 use crate::metrics::Metrics;
@@ -94,6 +96,10 @@ struct Node {
     records: EpochRecords,
     /// Coordinators' wakes, told to the workers (`idle::wakes`).
     wakes: WakeSignals,
+    /// The store's events, when `[events]` names a source.
+    events: EventSource,
+    /// The view generation the event source last followed.
+    events_generation: Option<u64>,
     /// Plugins loaded from `--plugin-dir`, if any.
     plugins: Option<Arc<crate::plugin::PluginSet>>,
     /// The time hooks are told.
@@ -191,9 +197,17 @@ impl Node {
         stores
             .settle(view.fleet.node.resolve().heartbeat_timeout)
             .await;
+        let wakes = WakeSignals::new(root.clone(), options.node_id.clone());
         Ok(Node {
             records: EpochRecords::new(root.clone(), options.node_id.clone()),
-            wakes: WakeSignals::new(root.clone(), options.node_id.clone()),
+            events: EventSource::new(
+                root.clone(),
+                options.node_id.clone(),
+                wakes.clone(),
+                options.metrics.clone(),
+            ),
+            events_generation: None,
+            wakes,
             id: options.node_id,
             offered: options.services,
             heartbeat_path,
@@ -227,6 +241,21 @@ impl Node {
         })
     }
 
+    /// Starts, restarts or stops the event source as `[events]` says,
+    /// and routes its events to the databases registered now.
+    fn follow_events(&mut self) {
+        if self.events_generation == Some(self.view_generation) {
+            return;
+        }
+        self.events_generation = Some(self.view_generation);
+        let settings = self.view.fleet.events.resolve();
+        if settings.is_some() {
+            let urls = self.view.databases.keys().map(String::as_str);
+            self.events.set_databases(DatabaseIndex::new(urls));
+        }
+        self.events.reconcile(settings);
+    }
+
     fn settings(&self) -> NodeSettings {
         self.view.fleet.node.resolve()
     }
@@ -252,6 +281,7 @@ impl Node {
             self.metrics.node.heartbeat_put_failures.inc();
         }
         self.poll_config(step).await;
+        self.follow_events();
         let live_nodes = match bounded(step, self.root.list_heartbeats()).await {
             Some(Ok(heartbeats)) => {
                 let now = Utc::now();

@@ -10,6 +10,7 @@
 //! The watcher that looks and the services it starts and stops are thin
 //! shells around it.
 
+pub mod flow;
 pub mod wakes;
 pub mod watch;
 
@@ -197,6 +198,23 @@ pub struct Signals<'a> {
     /// Called when this service's look woke the database (the
     /// coordinator tells the workers; see [`wakes`]).
     pub woke: Option<&'a (dyn Fn() + Sync)>,
+    /// The node's event flow: while events flow, idle looks back off to
+    /// its safety interval (see [`flow`]), and every look LISTs: GC
+    /// may collect a version between two looks that far apart, which
+    /// would leave the HEAD of the next one nothing to find.
+    pub flow: Option<&'a flow::EventFlow>,
+}
+
+/// `settings` while events flow with `safety` as their safety interval:
+/// looks back off to it (never below `probe_max`).
+pub fn under_events(settings: &IdleSettings, safety: Option<Duration>) -> IdleSettings {
+    match safety {
+        Some(safety) => IdleSettings {
+            probe_max: settings.probe_max.max(safety),
+            ..*settings
+        },
+        None => *settings,
+    }
 }
 
 /// The first look after the nudged one.
@@ -218,6 +236,14 @@ pub fn next_follow_up(
         (_, Look::Moved | Look::Activity, _) => None,
         (true, ..) => Some(FIRST_FOLLOW_UP),
         (false, _, soon) => soon.map(|f| f * 2).filter(|f| *f < probe_min),
+    }
+}
+
+/// Completes when the event flow differs from `seen`; never without one.
+async fn flow_changed(flow: Option<&flow::EventFlow>, seen: Option<Duration>) {
+    match flow {
+        Some(flow) => flow.changed_from(seen).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -257,6 +283,10 @@ where
     loop {
         // Idle: look until there is work.
         loop {
+            let safety = signals.flow.and_then(flow::EventFlow::safety);
+            let now_settings = under_events(settings, safety);
+            interval = interval.min(now_settings.probe_max);
+            watch.set_list_always_beyond(now_settings.probe_max > settings.probe_max);
             let wait = watch.due_in().map_or(interval, |due| due.min(interval));
             let wait = follow_up.map_or(wait, |soon| soon.min(wait));
             let origin = *LOOK_GRID_ORIGIN.get_or_init(tokio::time::Instant::now);
@@ -266,6 +296,8 @@ where
                 () = token.cancelled() => return Ok(()),
                 () = tokio::time::sleep_until(due) => {}
                 () = signals.nudged.unwrap_or(&NEVER_NUDGED).notified() => nudged = true,
+                // Boxed: inline, every idle task would carry it.
+                () = Box::pin(flow_changed(signals.flow, safety)) => continue,
             }
             let mut look = watch.look(false).await;
             if matches!(look, Look::Moved | Look::Activity) {
@@ -278,7 +310,7 @@ where
                 // again soon, not after the backed-off interval.
                 look = Look::Moved;
             }
-            let decision = decide(phase, look, last_active.elapsed(), interval, settings);
+            let decision = decide(phase, look, last_active.elapsed(), interval, &now_settings);
             if decision.phase != phase {
                 tracing::debug!(?look, nudged, from = ?phase, to = ?decision.phase, "idle watch");
             }

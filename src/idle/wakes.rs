@@ -1,15 +1,20 @@
 //! A coordinator that wakes a database tells the database's compaction
 //! workers, so the job it queues does not wait for the workers' own next
 //! look (up to `workers_probe`, a minute by default) while the database's
-//! writer stalls at its L0 limit.
+//! writer stalls at its L0 limit. A node that receives a store event for
+//! a database (see `crate::events`) tells every service of it the same
+//! way: the coordinator, the workers and GC, wherever they run.
 //!
-//! Workers on the same node are nudged in memory. When none runs here, the
-//! node leaves a marker under the fleet root, `wakes/<node-id>/<database>`,
-//! and every node lists `wakes/` once a tick: a node that runs workers of
-//! a marked database nudges them. Markers are deleted by the node that
-//! wrote them once every live node has had time to list them (`expiry`),
-//! and by any node once their writer's heartbeat is gone. A lost marker or
-//! nudge costs only time: the workers' own looks still find the job.
+//! Services on the same node are nudged in memory. When the ones to tell
+//! do not all run here, the node leaves a marker under the fleet root,
+//! `wakes/<node-id>/<database>` (workers) or `wakes/<node-id>/all/
+//! <database>` (every service, for an event), and every node lists
+//! `wakes/` once a tick (every `relay_interval` while events flow): a node
+//! that runs services of a marked database nudges them. Markers are
+//! deleted by the node that wrote them once every live node has had time
+//! to list them (`expiry`), and by any node once their writer's heartbeat
+//! is gone. A lost marker or nudge costs only time: the services' own
+//! looks still find the work.
 //!
 //! [`judge`] decides what a listing means; [`WakeSignals`] is its shell.
 
@@ -25,6 +30,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+use super::flow::EventFlow;
 use crate::registry::encoded_name;
 use crate::root::FleetRoot;
 
@@ -36,6 +42,37 @@ pub const WAKES_DIR: &str = "wakes";
 /// node's memory.
 pub const MAX_MARKERS: usize = 10_000;
 
+/// A database's service, as it listens for wakes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    Coordinator,
+    Workers,
+    Gc,
+}
+
+/// Whom a wake tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Tell {
+    /// The workers: their coordinator woke and queues a job.
+    Workers,
+    /// Every service: a store event says the database changed.
+    All,
+}
+
+impl Tell {
+    fn reaches(self, role: Role) -> bool {
+        self == Tell::All || role == Role::Workers
+    }
+
+    /// The marker name's segment before the database.
+    fn segment(self) -> &'static str {
+        match self {
+            Tell::Workers => "",
+            Tell::All => "all/",
+        }
+    }
+}
+
 /// One marker as a listing shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Marker {
@@ -43,23 +80,28 @@ pub struct Marker {
     pub node_id: String,
     /// The database it wakes (its canonical URL).
     pub database: String,
+    pub tell: Tell,
     pub last_modified: DateTime<Utc>,
 }
 
 impl Marker {
     /// The marker's name under `wakes/`.
-    pub fn name(node_id: &str, database: &str) -> String {
-        format!("{node_id}/{}", encoded_name(database))
+    pub fn name(node_id: &str, tell: Tell, database: &str) -> String {
+        format!("{node_id}/{}{}", tell.segment(), encoded_name(database))
     }
 
     /// The marker's path under the fleet root.
-    pub fn relative(node_id: &str, database: &str) -> String {
-        format!("{WAKES_DIR}/{}", Marker::name(node_id, database))
+    pub fn relative(node_id: &str, tell: Tell, database: &str) -> String {
+        format!("{WAKES_DIR}/{}", Marker::name(node_id, tell, database))
     }
 
     /// Parses a name under `wakes/`; `None` for anything else.
     pub fn parse(name: &str, last_modified: DateTime<Utc>) -> Option<Marker> {
-        let (node_id, encoded) = name.split_once('/')?;
+        let (node_id, rest) = name.split_once('/')?;
+        let (tell, encoded) = match rest.strip_prefix(Tell::All.segment()) {
+            Some(encoded) => (Tell::All, encoded),
+            None => (Tell::Workers, rest),
+        };
         if !crate::ident::is_valid_identifier(node_id) || encoded.contains('/') {
             return None;
         }
@@ -67,12 +109,13 @@ impl Marker {
         Some(Marker {
             node_id: node_id.to_string(),
             database: database.into_owned(),
+            tell,
             last_modified,
         })
     }
 
-    fn key(&self) -> (String, String) {
-        (self.node_id.clone(), self.database.clone())
+    fn key(&self) -> (String, Tell, String) {
+        (self.node_id.clone(), self.tell, self.database.clone())
     }
 }
 
@@ -86,14 +129,14 @@ pub struct ListError {
 
 /// What a node remembers of the markers it listed: each one's last
 /// modification, and since when this node has seen it.
-pub type Seen = HashMap<(String, String), (DateTime<Utc>, Instant)>;
+pub type Seen = HashMap<(String, Tell, String), (DateTime<Utc>, Instant)>;
 
 /// What one listing means for this node.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Judged {
-    /// Databases whose local workers to nudge: markers of other nodes
-    /// that are new, or rewritten, since the last listing.
-    pub nudge: BTreeSet<String>,
+    /// Databases whose local services to nudge, and which: markers of
+    /// other nodes that are new, or rewritten, since the last listing.
+    pub nudge: BTreeSet<(String, Tell)>,
     /// Markers to delete: this node's, and those of nodes that are gone,
     /// once seen for `expiry`.
     pub delete: Vec<Marker>,
@@ -117,7 +160,7 @@ pub fn judge(
             Some((modified, since)) if *modified == marker.last_modified => *since,
             _ => {
                 if marker.node_id != own_id {
-                    judged.nudge.insert(marker.database.clone());
+                    judged.nudge.insert((marker.database.clone(), marker.tell));
                 }
                 now
             }
@@ -143,14 +186,24 @@ pub struct WakeSignals {
 struct Inner {
     root: FleetRoot,
     node_id: String,
-    /// The workers running on this node, by database.
+    /// The services running on this node, by database.
     listeners: Mutex<HashMap<String, Listeners>>,
     next_listener: std::sync::atomic::AtomicU64,
     seen: Mutex<Seen>,
+    /// The live nodes and marker expiry of the last tick's listing, for
+    /// the listings between ticks.
+    last_tick: Mutex<(BTreeSet<String>, Duration)>,
+    /// When this node last left an event marker, by database: a burst of
+    /// flushes makes one marker, not one per flush.
+    event_markers: Mutex<HashMap<String, Instant>>,
+    flow: EventFlow,
 }
 
-/// The workers of one database on this node, each with its id.
-type Listeners = Vec<(u64, Arc<Notify>)>;
+/// The services of one database on this node, each with its id.
+type Listeners = Vec<(u64, Role, Arc<Notify>)>;
+
+/// An event marker for a database is rewritten at most this often.
+const EVENT_MARKER_GAP: Duration = Duration::from_secs(5);
 
 /// A worker's ear for wakes of its database; it stops listening when
 /// dropped.
@@ -172,7 +225,7 @@ impl Drop for WakeListener {
     fn drop(&mut self) {
         let mut listeners = lock(&self.signals.inner.listeners);
         if let Some(list) = listeners.get_mut(&self.database) {
-            list.retain(|(id, _)| *id != self.id);
+            list.retain(|(id, ..)| *id != self.id);
             if list.is_empty() {
                 listeners.remove(&self.database);
             }
@@ -195,12 +248,21 @@ impl WakeSignals {
                 listeners: Mutex::new(HashMap::new()),
                 next_listener: std::sync::atomic::AtomicU64::new(0),
                 seen: Mutex::new(Seen::new()),
+                last_tick: Mutex::new((BTreeSet::new(), Duration::ZERO)),
+                event_markers: Mutex::new(HashMap::new()),
+                flow: EventFlow::default(),
             }),
         }
     }
 
-    /// Listens for wakes of `database` (the workers do, while they run).
-    pub fn listen(&self, database: &str) -> WakeListener {
+    /// Whether the store's events reach this node.
+    pub fn flow(&self) -> &EventFlow {
+        &self.inner.flow
+    }
+
+    /// Listens for wakes of `database` as its `role` (a service does,
+    /// while it runs).
+    pub fn listen(&self, database: &str, role: Role) -> WakeListener {
         let id = self
             .inner
             .next_listener
@@ -209,7 +271,7 @@ impl WakeSignals {
         lock(&self.inner.listeners)
             .entry(database.to_string())
             .or_default()
-            .push((id, notify.clone()));
+            .push((id, role, notify.clone()));
         WakeListener {
             signals: self.clone(),
             database: database.to_string(),
@@ -218,17 +280,20 @@ impl WakeSignals {
         }
     }
 
-    /// Nudges this node's listeners of `database`; whether there were any.
-    fn nudge(&self, database: &str) -> bool {
+    /// Nudges this node's listeners of `database` that `tell` reaches;
+    /// the roles nudged.
+    fn nudge(&self, database: &str, tell: Tell) -> BTreeSet<Role> {
         let listeners = lock(&self.inner.listeners);
         let Some(list) = listeners.get(database) else {
-            return false;
+            return BTreeSet::new();
         };
-        for (_, notify) in list {
+        let mut nudged = BTreeSet::new();
+        for (_, role, notify) in list.iter().filter(|(_, role, _)| tell.reaches(*role)) {
             // A permit is kept for a listener busy looking: not lost.
             notify.notify_one();
+            nudged.insert(*role);
         }
-        !list.is_empty()
+        nudged
     }
 
     /// `database` woke: its workers here are nudged at once; if none runs
@@ -236,23 +301,63 @@ impl WakeSignals {
     /// background: the coordinator does not wait for it). One nudged
     /// worker is enough, as any worker may take the job.
     pub fn woke(&self, database: &str) {
-        if self.nudge(database) {
+        if !self.nudge(database, Tell::Workers).is_empty() {
             debug!(%database, "woke: nudged the workers on this node");
             return;
         }
-        let relative = Marker::relative(&self.inner.node_id, database);
+        self.leave_marker(database, Tell::Workers);
+    }
+
+    /// A store event says `database` changed: its services here are
+    /// nudged at once; unless its coordinator and workers both run here,
+    /// a marker tells the nodes that run them (at most one per
+    /// [`EVENT_MARKER_GAP`] for a database).
+    pub fn event(&self, database: &str) {
+        let nudged = self.nudge(database, Tell::All);
+        if nudged.contains(&Role::Coordinator) && nudged.contains(&Role::Workers) {
+            debug!(%database, "event: nudged its services on this node");
+            return;
+        }
+        let now = Instant::now();
+        {
+            let mut markers = lock(&self.inner.event_markers);
+            if markers
+                .get(database)
+                .is_some_and(|at| now.saturating_duration_since(*at) < EVENT_MARKER_GAP)
+            {
+                return;
+            }
+            markers.retain(|_, at| now.saturating_duration_since(*at) < EVENT_MARKER_GAP);
+            markers.insert(database.to_string(), now);
+        }
+        self.leave_marker(database, Tell::All);
+    }
+
+    /// Writes a marker in the background: the caller does not wait.
+    fn leave_marker(&self, database: &str, tell: Tell) {
+        let relative = Marker::relative(&self.inner.node_id, tell, database);
         let root = self.inner.root.clone();
         let database = database.to_string();
         tokio::spawn(async move {
             let put = root.store().put(&root.path(&relative), "".into()).await;
             match put {
-                Ok(_) => debug!(%database, "woke: marker written for its workers"),
+                Ok(_) => debug!(%database, ?tell, "marker written for its services on other nodes"),
                 Err(e) => warn!(
-                    "could not write {}: {e}; the workers of {database} find its job at their own next look",
+                    "could not write {}: {e}; the services of {database} find its work at their own next look",
                     root.describe(&relative)
                 ),
             }
         });
+    }
+
+    /// [`WakeSignals::collect`] between ticks, with the last tick's live
+    /// nodes and expiry (while events flow, every `relay_interval`).
+    pub async fn relay(&self) -> Result<usize, ListError> {
+        let (live, expiry) = lock(&self.inner.last_tick).clone();
+        if live.is_empty() {
+            return Ok(0);
+        }
+        self.collect_with(&live, expiry).await
     }
 
     /// Lists `wakes/` once: nudges this node's workers of databases other
@@ -260,6 +365,15 @@ impl WakeSignals {
     /// `live` are the node ids with a live heartbeat. Returns how many
     /// databases were nudged.
     pub async fn collect(
+        &self,
+        live: &BTreeSet<String>,
+        expiry: Duration,
+    ) -> Result<usize, ListError> {
+        *lock(&self.inner.last_tick) = (live.clone(), expiry);
+        self.collect_with(live, expiry).await
+    }
+
+    async fn collect_with(
         &self,
         live: &BTreeSet<String>,
         expiry: Duration,
@@ -297,10 +411,10 @@ impl WakeSignals {
         let nudged = judged
             .nudge
             .iter()
-            .filter(|database| self.nudge(database))
+            .filter(|(database, tell)| !self.nudge(database, *tell).is_empty())
             .count();
         for marker in judged.delete {
-            let relative = Marker::relative(&marker.node_id, &marker.database);
+            let relative = Marker::relative(&marker.node_id, marker.tell, &marker.database);
             match root.store().delete(&root.path(&relative)).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => debug!("could not delete {}: {e}", root.describe(&relative)),
@@ -318,6 +432,7 @@ mod tests {
         Marker {
             node_id: node.into(),
             database: db.into(),
+            tell: Tell::Workers,
             last_modified: DateTime::from_timestamp(modified_secs, 0).unwrap(),
         }
     }
@@ -329,11 +444,21 @@ mod tests {
     #[test]
     fn names_round_trip_and_junk_is_ignored() {
         let db = "s3://bucket/a b/db.1";
-        let name = Marker::name("node-1", db);
+        let name = Marker::name("node-1", Tell::Workers, db);
         assert!(!name[7..].contains('/'), "{name}");
         let at = DateTime::from_timestamp(5, 0).unwrap();
         assert_eq!(Marker::parse(&name, at), Some(marker("node-1", db, 5)));
-        for junk in ["", "node-1", "bad node/x", "node-1/a/b", "node-1/%FF"] {
+        let all = Marker::name("node-1", Tell::All, db);
+        let parsed = Marker::parse(&all, at).unwrap();
+        assert_eq!((parsed.tell, parsed.database.as_str()), (Tell::All, db));
+        for junk in [
+            "",
+            "node-1",
+            "bad node/x",
+            "node-1/a/b",
+            "node-1/%FF",
+            "node-1/all/a/b",
+        ] {
             assert_eq!(Marker::parse(junk, at), None, "{junk}");
         }
     }
@@ -369,7 +494,10 @@ mod tests {
         // nudges nothing; a rewrite nudges again.
         let mut seen = Seen::new();
         let first = see(&mut seen, "b", &both, 1, t0);
-        assert_eq!(first.nudge, BTreeSet::from(["db".to_string()]));
+        assert_eq!(
+            first.nudge,
+            BTreeSet::from([("db".to_string(), Tell::Workers)])
+        );
         assert!(first.delete.is_empty());
         assert_eq!(see(&mut seen, "b", &both, 1, t0), Judged::default());
         assert_eq!(see(&mut seen, "b", &both, 2, t0).nudge.len(), 1);
@@ -420,7 +548,7 @@ mod tests {
         let both = live(&["a", "b"]);
 
         // A worker on the waking node: nudged in memory, nothing written.
-        let local = a.listen("s3://bkt/db");
+        let local = a.listen("s3://bkt/db", Role::Workers);
         a.woke("s3://bkt/db");
         tokio::time::timeout(Duration::from_secs(1), local.notify().notified())
             .await
@@ -430,9 +558,9 @@ mod tests {
         drop(local);
 
         // No worker here: the marker reaches b's worker, once.
-        let remote = b.listen("s3://bkt/db");
+        let remote = b.listen("s3://bkt/db", Role::Workers);
         a.woke("s3://bkt/db");
-        let marker = root.path(&Marker::relative("a", "s3://bkt/db"));
+        let marker = root.path(&Marker::relative("a", Tell::Workers, "s3://bkt/db"));
         for _ in 0..100 {
             if root.store().head(&marker).await.is_ok() {
                 break;

@@ -53,6 +53,8 @@ pub struct VersionWatch {
     db: DatabaseHandle,
     watched: Watched,
     list_always: bool,
+    /// Looks are further apart than a HEAD can follow (events flow).
+    list_beyond: bool,
     /// The newest version id seen; `None` before the first look.
     seen: Option<u64>,
     looks: u64,
@@ -76,6 +78,7 @@ impl VersionWatch {
             db,
             watched,
             list_always,
+            list_beyond: false,
             seen: None,
             looks: 0,
             next_expiry: None,
@@ -83,6 +86,13 @@ impl VersionWatch {
             unreported_move: false,
             next_head: None,
         }
+    }
+
+    /// Whether looks are now further apart than a HEAD can follow (a
+    /// version written and collected between them): then every look
+    /// LISTs, as with `list_always`.
+    pub fn set_list_always_beyond(&mut self, beyond: bool) {
+        self.list_beyond = beyond;
     }
 
     /// How long until a look is due whatever the interval: a checkpoint
@@ -221,7 +231,7 @@ impl VersionWatch {
             self.seen = Some(self.newest_after(None).await?.unwrap_or(0));
             return Ok(true);
         };
-        let list = self.list_always || self.looks.is_multiple_of(LIST_EVERY);
+        let list = self.list_always || self.list_beyond || self.looks.is_multiple_of(LIST_EVERY);
         if !list && !self.exists(seen + 1).await? {
             return Ok(false);
         }

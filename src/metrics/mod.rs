@@ -121,6 +121,11 @@ pub struct NodeMetrics {
     /// Seconds since the last poll that read the fleet root; set at scrape.
     pub config_age: FloatGauge,
     pub live_nodes: Gauge,
+    /// 1 while the store's events flow to this node (`[events]`).
+    pub events_flowing: Gauge,
+    pub event_messages: Counter,
+    pub event_wakes: Counter,
+    pub event_receive_failures: Counter,
 }
 
 /// The tasks this node owns and supervises.
@@ -213,6 +218,10 @@ impl Metrics {
             config_poll_failures: Counter::default(),
             config_age: FloatGauge::default(),
             live_nodes: Gauge::default(),
+            events_flowing: Gauge::default(),
+            event_messages: Counter::default(),
+            event_wakes: Counter::default(),
+            event_receive_failures: Counter::default(),
         };
         let metrics = Metrics {
             registry: Mutex::new(Registry::default()),
@@ -266,6 +275,26 @@ impl Metrics {
             "sleet_node_live_nodes",
             "Live nodes this node saw at its last tick, itself included",
             n.live_nodes.clone(),
+        );
+        r.register(
+            "sleet_events_flowing",
+            "1 while the store's events reach this node (idle looks at the safety interval), 0 while it polls",
+            n.events_flowing.clone(),
+        );
+        r.register(
+            "sleet_event_messages",
+            "Queue messages this node received",
+            n.event_messages.clone(),
+        );
+        r.register(
+            "sleet_event_wakes",
+            "Registered databases woken by an event this node received",
+            n.event_wakes.clone(),
+        );
+        r.register(
+            "sleet_event_receive_failures",
+            "Receives from the event queue that failed (the node polls until one succeeds)",
+            n.event_receive_failures.clone(),
         );
         let t = &self.tasks;
         r.register(

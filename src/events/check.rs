@@ -1,0 +1,229 @@
+//! `sleet events check`: writes a marker object that the bucket
+//! notification matches into every bucket registered databases live in,
+//! and reports whether and how fast each one's event arrives.
+//!
+//! SQS hands a message to one consumer, so while nodes run one of them
+//! receives the marker's event: it acknowledges it under the fleet root
+//! (`events-check/<token>`, with its node id), and the check waits for
+//! that. With no node live, the check receives from the queue itself,
+//! deleting only its own messages.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use object_store::{ObjectStoreExt, PutPayload};
+use serde::Serialize;
+use tokio::time::Instant;
+
+use super::notification::Created;
+use super::sqs::{QueueAddress, Sqs};
+use crate::root::FleetRoot;
+
+/// Where a check's marker goes in a bucket.
+pub const MARKER_DIR: &str = ".sleet-events-check";
+/// Where a node acknowledges a check's event under the fleet root.
+pub const ACK_DIR: &str = "events-check";
+
+/// The token of a check marker, if `object` is one.
+pub fn check_token(object: &Created) -> Option<&str> {
+    let name = object.key.strip_prefix(MARKER_DIR)?.strip_prefix('/')?;
+    let token = name.strip_suffix(".manifest")?;
+    let valid = !token.is_empty()
+        && token.len() <= 64
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    valid.then_some(token)
+}
+
+/// What one bucket's marker showed.
+#[derive(Debug, Clone, Serialize)]
+pub struct BucketCheck {
+    pub bucket: String,
+    /// Seconds from the marker's PUT to its event, if it arrived.
+    pub arrived_after_secs: Option<f64>,
+    /// The node that received it, or `sleet events check` itself.
+    pub received_by: Option<String>,
+    pub problem: Option<String>,
+}
+
+/// The whole check.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckReport {
+    pub queue_url: String,
+    pub buckets: Vec<BucketCheck>,
+}
+
+impl CheckReport {
+    pub fn failed(&self) -> usize {
+        self.buckets
+            .iter()
+            .filter(|b| b.arrived_after_secs.is_none())
+            .count()
+    }
+}
+
+/// Checks `buckets` against the queue at `queue_url`; `nodes_live` says
+/// whether to wait for a node's acknowledgement or receive directly.
+pub async fn run(
+    root: &FleetRoot,
+    queue_url: &str,
+    buckets: &BTreeSet<String>,
+    nodes_live: bool,
+    timeout: Duration,
+) -> CheckReport {
+    let mut checks = Vec::new();
+    for bucket in buckets {
+        checks.push(check_bucket(root, queue_url, bucket, nodes_live, timeout).await);
+    }
+    CheckReport {
+        queue_url: queue_url.to_string(),
+        buckets: checks,
+    }
+}
+
+async fn check_bucket(
+    root: &FleetRoot,
+    queue_url: &str,
+    bucket: &str,
+    nodes_live: bool,
+    timeout: Duration,
+) -> BucketCheck {
+    let mut check = BucketCheck {
+        bucket: bucket.to_string(),
+        arrived_after_secs: None,
+        received_by: None,
+        problem: None,
+    };
+    let token = uuid::Uuid::new_v4().to_string();
+    let (store, base) = match crate::store::open_url(&format!("s3://{bucket}")) {
+        Ok(opened) => opened,
+        Err(e) => {
+            check.problem = Some(format!("cannot open s3://{bucket}: {e}"));
+            return check;
+        }
+    };
+    let marker = crate::store::child_path(&base, &format!("{MARKER_DIR}/{token}.manifest"));
+    let written = Instant::now();
+    if let Err(e) = store
+        .put(&marker, PutPayload::from_static(b"sleet events check"))
+        .await
+    {
+        check.problem = Some(format!("cannot write the marker: {e}"));
+        return check;
+    }
+    let arrived = if nodes_live {
+        wait_for_ack(root, &token, timeout).await
+    } else {
+        receive_own(queue_url, bucket, &token, timeout).await
+    };
+    match arrived {
+        Ok(Some(by)) => {
+            check.arrived_after_secs = Some(written.elapsed().as_secs_f64());
+            check.received_by = Some(by);
+        }
+        Ok(None) => {
+            check.problem = Some(format!(
+                "no event within {}: is the bucket notification set (sleet events setup)?",
+                crate::duration::HumanDuration(timeout)
+            ))
+        }
+        Err(problem) => check.problem = Some(problem),
+    }
+    let _ = store.delete(&marker).await;
+    check
+}
+
+/// Waits for a node's acknowledgement of `token`; the node's id.
+async fn wait_for_ack(
+    root: &FleetRoot,
+    token: &str,
+    timeout: Duration,
+) -> Result<Option<String>, String> {
+    let ack = root.path(&format!("{ACK_DIR}/{token}"));
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        match root.get_bytes(&ack).await {
+            Ok(body) => {
+                let _ = root.store().delete(&ack).await;
+                return Ok(Some(String::from_utf8_lossy(&body).into_owned()));
+            }
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => {
+                return Err(format!(
+                    "reading {}: {e}",
+                    root.describe(&format!("{ACK_DIR}/{token}"))
+                ));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(None)
+}
+
+/// Receives from the queue until this check's own message shows.
+async fn receive_own(
+    queue_url: &str,
+    bucket: &str,
+    token: &str,
+    timeout: Duration,
+) -> Result<Option<String>, String> {
+    let queue = QueueAddress::parse(queue_url)?;
+    let sqs = Sqs::for_queue(&queue).map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        let wait = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(1));
+        let messages = sqs
+            .receive(queue_url, wait)
+            .await
+            .map_err(|e| e.to_string())?;
+        let ours: Vec<_> = messages
+            .into_iter()
+            .filter(|m| {
+                super::notification::created_objects(&m.body)
+                    .iter()
+                    .any(|o| o.bucket == bucket && check_token(o) == Some(token))
+            })
+            .collect();
+        if !ours.is_empty() {
+            let _ = sqs.delete(queue_url, &ours).await;
+            return Ok(Some("sleet events check".to_string()));
+        }
+    }
+    Ok(None)
+}
+
+/// A node's acknowledgement of a check marker it received.
+pub async fn acknowledge(root: &FleetRoot, token: &str, node_id: &str) {
+    let ack = root.path(&format!("{ACK_DIR}/{token}"));
+    if let Err(e) = root.store().put(&ack, node_id.to_string().into()).await {
+        tracing::debug!("could not acknowledge events check {token}: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_check_markers_carry_a_token() {
+        let at = |key: &str| Created {
+            bucket: "b".into(),
+            key: key.into(),
+        };
+        assert_eq!(
+            check_token(&at(".sleet-events-check/abc-1.manifest")),
+            Some("abc-1")
+        );
+        for other in [
+            "db/manifest/00000000000000000001.manifest",
+            ".sleet-events-check/a/b.manifest",
+            ".sleet-events-check/.manifest",
+            ".sleet-events-check/x.sst",
+        ] {
+            assert_eq!(check_token(&at(other)), None, "{other}");
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! Wake on the store's events: a database's writer creates a new
+//! `manifest/*.manifest` object at every flush that matters, and a bucket
+//! notification of it (S3 to an SQS queue, set up by `sleet events
+//! setup`) wakes the database within a second instead of at its next
+//! look.
+//!
+//! Every node long-polls the queue. SQS hands each message to one of
+//! them, which is rarely the node that runs the database's services: the
+//! receiver nudges the services it runs itself and leaves a marker under
+//! the fleet root for the rest (`idle::wakes`), which every node lists
+//! every `relay_interval` while events flow. The receiver deletes the
+//! message once it has acted.
+//!
+//! Polling stays as the safety net. While receives succeed, idle looks
+//! back off to `safety_interval` (`idle::flow`): the longest a lost or
+//! late notification delays a wake-up. When a receive fails (the queue
+//! was deleted, credentials expired, the endpoint is down) the node falls
+//! back to `probe_max` at once, says so in its metrics, status and log,
+//! and returns to the safety interval at the first receive that succeeds.
+//!
+//! [`notification`] decides what a message means; the loop here is its
+//! shell.
+
+pub mod check;
+pub mod notification;
+pub mod setup;
+pub mod sqs;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::idle::wakes::WakeSignals;
+use crate::metrics::Metrics;
+pub use crate::policy::EventsSettings;
+use crate::root::FleetRoot;
+use notification::DatabaseIndex;
+use sqs::{LONG_POLL, QueueAddress, Sqs};
+
+/// The first wait before receiving again after a failure; it doubles up
+/// to [`RETRY_MAX`].
+const RETRY_MIN: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// What a node reports of its events.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventsState {
+    /// Whether the last receive succeeded.
+    pub flowing: bool,
+    /// Why not, while not.
+    pub problem: Option<String>,
+}
+
+/// A node's event source: started, restarted and stopped as the config
+/// changes, fed the registered databases as the registry changes.
+pub struct EventSource {
+    root: FleetRoot,
+    node_id: String,
+    wakes: WakeSignals,
+    metrics: Arc<Metrics>,
+    index: watch::Sender<Arc<DatabaseIndex>>,
+    state: Arc<Mutex<EventsState>>,
+    running: Option<(EventsSettings, CancellationToken)>,
+}
+
+impl EventSource {
+    pub fn new(
+        root: FleetRoot,
+        node_id: String,
+        wakes: WakeSignals,
+        metrics: Arc<Metrics>,
+    ) -> EventSource {
+        EventSource {
+            root,
+            node_id,
+            wakes,
+            metrics,
+            index: watch::Sender::new(Arc::new(DatabaseIndex::default())),
+            state: Arc::new(Mutex::new(EventsState::default())),
+            running: None,
+        }
+    }
+
+    /// The state to report; `None` when no source is configured.
+    pub fn state(&self) -> Option<EventsState> {
+        self.running.as_ref().map(|_| lock(&self.state).clone())
+    }
+
+    /// Routes events to these databases from now on.
+    pub fn set_databases(&self, index: DatabaseIndex) {
+        self.index.send_if_modified(|now| {
+            let changed = **now != index;
+            if changed {
+                *now = Arc::new(index);
+            }
+            changed
+        });
+    }
+
+    /// Runs the source `settings` describe (none: stops it).
+    pub fn reconcile(&mut self, settings: Option<EventsSettings>) {
+        if self.running.as_ref().map(|(s, _)| s) == settings.as_ref() {
+            return;
+        }
+        if let Some((_, token)) = self.running.take() {
+            token.cancel();
+        }
+        self.wakes.flow().set(None);
+        self.metrics.node.events_flowing.set(0);
+        *lock(&self.state) = EventsState::default();
+        let Some(settings) = settings else {
+            return;
+        };
+        let token = CancellationToken::new();
+        let consumer = Consumer {
+            root: self.root.clone(),
+            node_id: self.node_id.clone(),
+            settings: settings.clone(),
+            wakes: self.wakes.clone(),
+            metrics: self.metrics.clone(),
+            index: self.index.subscribe(),
+            state: self.state.clone(),
+        };
+        info!(queue = %settings.queue_url, "receiving store events");
+        tokio::spawn(consumer.clone().receive(token.clone()));
+        tokio::spawn(consumer.relay(token.clone()));
+        self.running = Some((settings, token));
+    }
+}
+
+impl Drop for EventSource {
+    fn drop(&mut self) {
+        if let Some((_, token)) = self.running.take() {
+            token.cancel();
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Consumer {
+    root: FleetRoot,
+    node_id: String,
+    settings: EventsSettings,
+    wakes: WakeSignals,
+    metrics: Arc<Metrics>,
+    index: watch::Receiver<Arc<DatabaseIndex>>,
+    state: Arc<Mutex<EventsState>>,
+}
+
+impl Consumer {
+    /// Long-polls the queue until `token` is cancelled.
+    async fn receive(self, token: CancellationToken) {
+        let sqs = QueueAddress::parse(&self.settings.queue_url)
+            .map_err(|why| format!("events.queue_url {:?}: {why}", self.settings.queue_url))
+            .and_then(|queue| Sqs::for_queue(&queue).map_err(|e| e.to_string()));
+        let sqs = match sqs {
+            Ok(sqs) => sqs,
+            Err(problem) => {
+                self.report(Some(problem));
+                return;
+            }
+        };
+        let url = &self.settings.queue_url;
+        let mut retry = RETRY_MIN;
+        loop {
+            let received = tokio::select! {
+                () = token.cancelled() => break,
+                received = sqs.receive(url, LONG_POLL) => received,
+            };
+            match received {
+                Ok(messages) => {
+                    retry = RETRY_MIN;
+                    self.report(None);
+                    self.act_on(&messages);
+                    if let Err(e) = sqs.delete(url, &messages).await {
+                        // They come back after the visibility timeout:
+                        // duplicates cost only a look.
+                        debug!("could not delete received events: {e}");
+                    }
+                }
+                Err(e) => {
+                    self.metrics.node.event_receive_failures.inc();
+                    self.report(Some(format!("receiving from {url}: {e}")));
+                    tokio::select! {
+                        () = token.cancelled() => break,
+                        () = tokio::time::sleep(retry) => {}
+                    }
+                    retry = (retry * 2).min(RETRY_MAX);
+                }
+            }
+        }
+        self.wakes.flow().set(None);
+    }
+
+    /// Wakes the databases the messages name, and acknowledges the
+    /// markers of `sleet events check`.
+    fn act_on(&self, messages: &[sqs::Message]) {
+        let index = self.index.borrow().clone();
+        let mut woken = std::collections::BTreeSet::new();
+        for message in messages {
+            self.metrics.node.event_messages.inc();
+            for object in notification::created_objects(&message.body) {
+                if let Some(token) = check::check_token(&object) {
+                    let (root, token, node) =
+                        (self.root.clone(), token.to_string(), self.node_id.clone());
+                    tokio::spawn(async move { check::acknowledge(&root, &token, &node).await });
+                } else if let Some(database) = index.database_of(&object) {
+                    woken.insert(database.to_string());
+                }
+            }
+        }
+        for database in woken {
+            self.metrics.node.event_wakes.inc();
+            debug!(%database, "event: a new manifest");
+            self.wakes.event(&database);
+        }
+    }
+
+    /// Records whether events flow (`problem` is why not), and logs a
+    /// change.
+    fn report(&self, problem: Option<String>) {
+        let flowing = problem.is_none();
+        let was = std::mem::replace(
+            &mut *lock(&self.state),
+            EventsState {
+                flowing,
+                problem: problem.clone(),
+            },
+        );
+        self.wakes
+            .flow()
+            .set(flowing.then_some(self.settings.safety_interval));
+        self.metrics.node.events_flowing.set(i64::from(flowing));
+        match (was.flowing, problem) {
+            (false, None) => info!(
+                "store events flow: idle databases are looked at every {}",
+                crate::duration::HumanDuration(self.settings.safety_interval)
+            ),
+            (true, Some(problem)) => {
+                warn!(
+                    "{problem}; idle databases are polled at their usual cadence until events flow again"
+                )
+            }
+            (false, Some(problem)) if was.problem.as_ref() != Some(&problem) => warn!("{problem}"),
+            _ => {}
+        }
+    }
+
+    /// While events flow, lists `wakes/` every `relay_interval`: events
+    /// another node received for databases this node runs.
+    async fn relay(self, token: CancellationToken) {
+        let mut ticker = tokio::time::interval(self.settings.relay_interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = token.cancelled() => return,
+                _ = ticker.tick() => {}
+            }
+            if self.wakes.flow().safety().is_none() {
+                continue;
+            }
+            match tokio::time::timeout(self.settings.relay_interval * 10, self.wakes.relay()).await
+            {
+                Ok(Ok(nudged)) if nudged > 0 => debug!(nudged, "relayed wakes"),
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => debug!("{e}"),
+                Err(_) => debug!("listing wake markers timed out"),
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
