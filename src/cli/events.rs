@@ -53,7 +53,9 @@ pub async fn run(command: EventsCommand) -> Result<(), Error> {
         } => {
             let root = FleetRoot::open(&root)?;
             let buckets = registered_buckets(&root).await;
-            let report = setup::setup(&queue, &buckets, dry_run)
+            let endpoints =
+                setup::Endpoints::from_env().map_err(|e| Error::Events(e.to_string()))?;
+            let report = setup::setup(&endpoints, &queue, &buckets, dry_run)
                 .await
                 .map_err(|e| Error::Events(e.to_string()))?;
             emit(format, &report, setup_text);

@@ -87,6 +87,10 @@ pub enum Command {
         /// and deletes its heartbeat. Give the platform's grace period more than this
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
         shutdown_grace: std::time::Duration,
+        /// Do not receive from the [events] queue; act only on the events other nodes relay (and
+        /// poll at the usual cadence). For a node that cannot reach the queue
+        #[arg(long)]
+        no_event_receiver: bool,
     },
     /// Show fleet nodes, registered databases, and service placement, derived from the fleet root
     Status {
@@ -187,6 +191,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             listen,
             metrics_detail,
             shutdown_grace,
+            no_event_receiver,
         } => {
             if let Some(dup) = first_duplicate(&services) {
                 return Err(Error::CliUsage(format!(
@@ -214,7 +219,8 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             let mut options = NodeOptions::new(node_id)
                 .with_services(services)
                 .with_telemetry(metrics, probes)
-                .with_shutdown_grace(shutdown_grace);
+                .with_shutdown_grace(shutdown_grace)
+                .with_event_receiver(!no_event_receiver);
             if let Some(jobs) = max_mirror_jobs {
                 options = options.with_max_mirror_jobs(jobs);
             }

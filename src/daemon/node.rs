@@ -205,7 +205,8 @@ impl Node {
                 options.node_id.clone(),
                 wakes.clone(),
                 options.metrics.clone(),
-            ),
+            )
+            .receiving(options.receives_events),
             events_generation: None,
             wakes,
             id: options.node_id,

@@ -53,6 +53,9 @@ pub struct NodeOptions {
     pub metrics: Arc<Metrics>,
     /// What `/healthz`, `/readyz` and `/status` answer from.
     pub probes: Arc<NodeProbes>,
+    /// Whether the node receives from the `[events]` queue (`true`), or
+    /// only acts on the events other nodes relay (`--no-event-receiver`).
+    pub receives_events: bool,
     pub(super) clock: Clock,
     pub(super) opener: DatabaseOpener,
 }
@@ -79,6 +82,7 @@ impl NodeOptions {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             metrics: Arc::new(Metrics::default()),
             probes: Arc::new(NodeProbes::default()),
+            receives_events: true,
             clock: system_clock(),
             opener: {
                 let stores = crate::store::SharedStores::default();
@@ -108,6 +112,14 @@ impl NodeOptions {
     /// At most `jobs` mirror passes or prunes at once (0 counts as 1).
     pub fn with_max_mirror_jobs(mut self, jobs: usize) -> Self {
         self.max_mirror_jobs = jobs.max(1);
+        self
+    }
+
+    /// Receive from the `[events]` queue (the default), or only act on
+    /// the events other nodes relay: for a node where the queue cannot be
+    /// reached, and for tests that decide which node an event reaches.
+    pub fn with_event_receiver(mut self, receives: bool) -> Self {
+        self.receives_events = receives;
         self
     }
 

@@ -64,6 +64,9 @@ pub struct EventSource {
     index: watch::Sender<Arc<DatabaseIndex>>,
     state: Arc<Mutex<EventsState>>,
     running: Option<(EventsSettings, CancellationToken)>,
+    /// Whether this node long-polls the queue; one that does not lists
+    /// `wakes/` every `relay_interval` all the same, and polls.
+    receives: bool,
 }
 
 impl EventSource {
@@ -81,7 +84,14 @@ impl EventSource {
             index: watch::Sender::new(Arc::new(DatabaseIndex::default())),
             state: Arc::new(Mutex::new(EventsState::default())),
             running: None,
+            receives: true,
         }
+    }
+
+    /// Whether this node receives from the queue (see `NodeOptions::with_event_receiver`).
+    pub fn receiving(mut self, receives: bool) -> EventSource {
+        self.receives = receives;
+        self
     }
 
     /// The state to report; `None` when no source is configured.
@@ -124,9 +134,13 @@ impl EventSource {
             index: self.index.subscribe(),
             state: self.state.clone(),
         };
-        info!(queue = %settings.queue_url, "receiving store events");
-        tokio::spawn(consumer.clone().receive(token.clone()));
-        tokio::spawn(consumer.relay(token.clone()));
+        if self.receives {
+            info!(queue = %settings.queue_url, "receiving store events");
+            tokio::spawn(consumer.clone().receive(token.clone()));
+        } else {
+            info!("acting on store events other nodes receive");
+        }
+        tokio::spawn(consumer.relay(token.clone(), !self.receives));
         self.running = Some((settings, token));
     }
 }
@@ -249,9 +263,10 @@ impl Consumer {
         }
     }
 
-    /// While events flow, lists `wakes/` every `relay_interval`: events
-    /// another node received for databases this node runs.
-    async fn relay(self, token: CancellationToken) {
+    /// While events flow (`always`: whether or not), lists `wakes/` every
+    /// `relay_interval`: events another node received for databases this
+    /// node runs.
+    async fn relay(self, token: CancellationToken, always: bool) {
         let mut ticker = tokio::time::interval(self.settings.relay_interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -259,7 +274,7 @@ impl Consumer {
                 () = token.cancelled() => return,
                 _ = ticker.tick() => {}
             }
-            if self.wakes.flow().safety().is_none() {
+            if !always && self.wakes.flow().safety().is_none() {
                 continue;
             }
             match tokio::time::timeout(self.settings.relay_interval * 10, self.wakes.relay()).await

@@ -41,23 +41,44 @@ impl SetupReport {
     }
 }
 
-/// Where SQS is served for setup: `AWS_ENDPOINT` (a local server that
-/// serves S3 and SQS) or the region's AWS endpoint.
-pub fn sqs_origin(region: &str) -> String {
-    match std::env::var("AWS_ENDPOINT") {
-        Ok(endpoint) if !endpoint.is_empty() => endpoint.trim_end_matches('/').to_string(),
-        _ => format!("https://sqs.{region}.amazonaws.com"),
-    }
+/// Where setup sends its requests: one endpoint that serves S3 and SQS
+/// (a local server, as `AWS_ENDPOINT` names it), or AWS itself.
+#[derive(Debug, Clone)]
+pub struct Endpoints {
+    pub calls: AwsCalls,
+    pub endpoint: Option<String>,
 }
 
-/// A bucket's notification URL: path style at `AWS_ENDPOINT`, the
-/// bucket's own host on AWS.
-fn notification_url(bucket: &str, region: &str) -> String {
-    match std::env::var("AWS_ENDPOINT") {
-        Ok(endpoint) if !endpoint.is_empty() => {
-            format!("{}/{bucket}?notification", endpoint.trim_end_matches('/'))
+impl Endpoints {
+    /// From the environment: credentials and region as S3 takes them,
+    /// and `AWS_ENDPOINT` if set.
+    pub fn from_env() -> Result<Endpoints, SqsError> {
+        Ok(Endpoints {
+            calls: AwsCalls::from_env(None)?,
+            endpoint: std::env::var("AWS_ENDPOINT")
+                .ok()
+                .filter(|e| !e.is_empty())
+                .map(|e| e.trim_end_matches('/').to_string()),
+        })
+    }
+
+    fn sqs_origin(&self) -> String {
+        match &self.endpoint {
+            Some(endpoint) => endpoint.clone(),
+            None => format!("https://sqs.{}.amazonaws.com", self.calls.region()),
         }
-        _ => format!("https://{bucket}.s3.{region}.amazonaws.com/?notification"),
+    }
+
+    /// A bucket's notification URL: path style at a local endpoint, the
+    /// bucket's own host on AWS.
+    fn notification_url(&self, bucket: &str) -> String {
+        match &self.endpoint {
+            Some(endpoint) => format!("{endpoint}/{bucket}?notification"),
+            None => format!(
+                "https://{bucket}.s3.{}.amazonaws.com/?notification",
+                self.calls.region()
+            ),
+        }
     }
 }
 
@@ -137,6 +158,7 @@ pub enum SetupError {
 /// Sets up (or with `dry_run` only reads and reports) `queue` for
 /// notifications from `buckets`.
 pub async fn setup(
+    at: &Endpoints,
     queue: &str,
     buckets: &BTreeSet<String>,
     dry_run: bool,
@@ -144,8 +166,8 @@ pub async fn setup(
     if buckets.is_empty() {
         return Err(SetupError::NoBuckets);
     }
-    let calls = AwsCalls::from_env(None)?;
-    let sqs = Sqs::new(calls.clone(), sqs_origin(calls.region()));
+    let region = at.calls.region();
+    let sqs = Sqs::new(at.calls.clone(), at.sqs_origin());
     let existing = sqs.queue_url(queue).await?;
     let queue_created = existing.is_none();
     let (queue_url, queue_arn) = match (existing, dry_run) {
@@ -154,8 +176,8 @@ pub async fn setup(
             (url, arn)
         }
         (None, true) => (
-            format!("{}/<account>/{queue}", sqs_origin(calls.region())),
-            format!("arn:aws:sqs:{}:<account>:{queue}", calls.region()),
+            format!("{}/<account>/{queue}", at.sqs_origin()),
+            format!("arn:aws:sqs:{region}:<account>:{queue}"),
         ),
         (None, false) => {
             let url = sqs.create_queue(queue).await?;
@@ -168,7 +190,7 @@ pub async fn setup(
     if !dry_run {
         sqs.set_policy(&queue_url, &policy.to_string()).await?;
         for bucket in buckets {
-            notify(&calls, bucket, &ours).await?;
+            notify(at, bucket, &ours).await?;
         }
     }
     Ok(SetupReport {
@@ -183,8 +205,9 @@ pub async fn setup(
 }
 
 /// Puts this command's queue configuration on `bucket`, keeping the rest.
-async fn notify(calls: &AwsCalls, bucket: &str, ours: &str) -> Result<(), SetupError> {
-    let url = notification_url(bucket, calls.region());
+async fn notify(at: &Endpoints, bucket: &str, ours: &str) -> Result<(), SetupError> {
+    let calls = &at.calls;
+    let url = at.notification_url(bucket);
     let failed = |action, why: String| SetupError::Bucket {
         bucket: bucket.to_string(),
         action,

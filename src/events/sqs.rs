@@ -325,6 +325,13 @@ impl Sqs {
         .map(|_| ())
     }
 
+    /// Deletes the queue.
+    pub async fn delete_queue(&self, queue_url: &str) -> Result<(), SqsError> {
+        self.call("DeleteQueue", json!({"QueueUrl": queue_url}))
+            .await
+            .map(|_| ())
+    }
+
     pub fn calls(&self) -> &AwsCalls {
         &self.calls
     }

@@ -193,9 +193,10 @@ struct Inner {
     /// The live nodes and marker expiry of the last tick's listing, for
     /// the listings between ticks.
     last_tick: Mutex<(BTreeSet<String>, Duration)>,
-    /// When this node last left an event marker, by database: a burst of
-    /// flushes makes one marker, not one per flush.
-    event_markers: Mutex<HashMap<String, Instant>>,
+    /// When this node last left an event marker, by database, and whether
+    /// another is due at the end of the gap: a burst of flushes makes a
+    /// marker a gap, not one per flush.
+    event_markers: Mutex<HashMap<String, (Instant, bool)>>,
     flow: EventFlow,
 }
 
@@ -203,7 +204,7 @@ struct Inner {
 type Listeners = Vec<(u64, Role, Arc<Notify>)>;
 
 /// An event marker for a database is rewritten at most this often.
-const EVENT_MARKER_GAP: Duration = Duration::from_secs(5);
+const EVENT_MARKER_GAP: Duration = Duration::from_secs(1);
 
 /// A worker's ear for wakes of its database; it stops listening when
 /// dropped.
@@ -311,26 +312,44 @@ impl WakeSignals {
     /// A store event says `database` changed: its services here are
     /// nudged at once; unless its coordinator and workers both run here,
     /// a marker tells the nodes that run them (at most one per
-    /// [`EVENT_MARKER_GAP`] for a database).
+    /// [`EVENT_MARKER_GAP`] for a database, the last event of a burst
+    /// included).
     pub fn event(&self, database: &str) {
         let nudged = self.nudge(database, Tell::All);
         if nudged.contains(&Role::Coordinator) && nudged.contains(&Role::Workers) {
             debug!(%database, "event: nudged its services on this node");
             return;
         }
+        // At most one marker per gap: events during it leave one more
+        // at its end, so the last of a burst is never dropped.
         let now = Instant::now();
-        {
+        let due = {
             let mut markers = lock(&self.inner.event_markers);
-            if markers
-                .get(database)
-                .is_some_and(|at| now.saturating_duration_since(*at) < EVENT_MARKER_GAP)
-            {
-                return;
+            markers.retain(|_, (at, pending)| {
+                *pending || now.saturating_duration_since(*at) < EVENT_MARKER_GAP
+            });
+            match markers.get_mut(database) {
+                Some((_, true)) => return,
+                Some((at, pending)) => {
+                    *pending = true;
+                    *at + EVENT_MARKER_GAP
+                }
+                None => {
+                    markers.insert(database.to_string(), (now, false));
+                    now
+                }
             }
-            markers.retain(|_, at| now.saturating_duration_since(*at) < EVENT_MARKER_GAP);
-            markers.insert(database.to_string(), now);
+        };
+        if due <= now {
+            self.leave_marker(database, Tell::All);
+            return;
         }
-        self.leave_marker(database, Tell::All);
+        let (signals, database) = (self.clone(), database.to_string());
+        tokio::spawn(async move {
+            tokio::time::sleep_until(due).await;
+            lock(&signals.inner.event_markers).insert(database.clone(), (Instant::now(), false));
+            signals.leave_marker(&database, Tell::All);
+        });
     }
 
     /// Writes a marker in the background: the caller does not wait.

@@ -1,0 +1,164 @@
+//! Wake on events: the S3 server delivers bucket notifications of new
+//! manifests to an SQS queue (`sleet events setup` configures both), and a
+//! fleet wakes an idle database within seconds of its writer's flush,
+//! whichever node receives the event.
+//!
+//! Every test here sets the notification of the shared test bucket to its
+//! own queue, so they hold [`crate::HEAVY`] and run one at a time; each
+//! deletes its queue at the end.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use sleet::Service;
+use sleet::events::setup::{Endpoints, setup};
+use sleet::events::sqs::{AwsCalls, Sqs};
+
+use crate::cluster::{Cluster, owner, placement_matches, poll_until};
+use crate::common::{BUCKET, endpoint};
+use crate::db;
+
+/// A queue of the test's own on the S3 server, notified of every new
+/// manifest in the test bucket; deleted when dropped (in the background).
+struct TestQueue {
+    url: String,
+    sqs: Sqs,
+}
+
+impl TestQueue {
+    async fn new(endpoint: &str, label: &str) -> TestQueue {
+        let at = Endpoints {
+            calls: AwsCalls::from_env(None)
+                .expect("AWS settings (scripts/with-servers exports them)"),
+            endpoint: Some(endpoint.to_string()),
+        };
+        let name = crate::common::unique_prefix(label).replace(['/', '.'], "-");
+        let report = setup(&at, &name, &BTreeSet::from([BUCKET.to_string()]), false)
+            .await
+            .expect("sleet events setup on the S3 server");
+        TestQueue {
+            sqs: Sqs::new(at.calls, endpoint),
+            url: report.queue_url,
+        }
+    }
+
+    fn events_toml(&self, safety: &str) -> String {
+        format!(
+            "\n[events]\nsource = \"sqs\"\nqueue_url = \"{}\"\nsafety_interval = \"{safety}\"\nrelay_interval = \"1s\"\n",
+            self.url
+        )
+    }
+
+    async fn delete(&self) {
+        self.sqs.delete_queue(&self.url).await.expect("DeleteQueue");
+    }
+}
+
+/// Fast node and compaction cadences; idle looks back off from 5 s to 10
+/// minutes, so within the test only an event can wake a database.
+fn wake_toml(queue: &TestQueue) -> String {
+    format!(
+        r#"{}
+[database.idle]
+probe_min = "5s"
+probe_max = "10m"
+workers_probe = "10m"
+gc_probe = "10m"
+sleep_after = "2s"
+{}"#,
+        crate::cluster::FAST_NODE_AND_COMPACTION.replace("count = 2\n", "count = 1\n"),
+        queue.events_toml("10m")
+    )
+}
+
+/// Writes one key into `url` and closes the writer, which flushes it to
+/// one L0 SST; returns once the manifest that records it is written.
+async fn flush_one_key(url: &str, round: usize) {
+    let writer = db::open_writer(url).await;
+    writer
+        .put(db::key(round, 0), db::value(round, 0))
+        .await
+        .unwrap();
+    writer.close().await.unwrap();
+}
+
+/// A database idle for minutes is compacted within seconds of the flush
+/// that brings its L0 to the trigger, on a three-node fleet where the
+/// only node receiving events runs none of its compaction services: the
+/// receiver leaves a marker under the fleet root that the owners list
+/// every second (`idle::wakes`). Their own looks are minutes apart here,
+/// so nothing but the event can wake it in time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_event_received_elsewhere_wakes_an_idle_database_within_seconds() {
+    let Some(endpoint) = endpoint() else { return };
+    let _alone = crate::HEAVY.lock().await;
+    let queue = TestQueue::new(&endpoint, "events-wake").await;
+    let mut cluster = Cluster::on_s3(&wake_toml(&queue), &endpoint).await;
+    let live = ["e1", "e2", "e3"];
+    let url = (0..)
+        .map(|i| cluster.db_url(&format!("woken{i}")))
+        .find(|url| {
+            owner(url, Service::CompactorCoordinator, &live) != "e3"
+                && owner(url, Service::CompactionWorkers, &live) != "e3"
+        })
+        .unwrap();
+    // One L0 SST: below the trigger (2), no sorted run yet.
+    flush_one_key(&url, 0).await;
+    cluster.fleet.register(&url).await.unwrap();
+    let dbs = std::collections::BTreeMap::from([(
+        url.clone(),
+        vec![
+            Service::Gc,
+            Service::CompactorCoordinator,
+            Service::CompactionWorkers,
+        ],
+    )]);
+    cluster.spawn_with("e1", |o| o.with_event_receiver(false));
+    cluster.spawn_with("e2", |o| o.with_event_receiver(false));
+    cluster.spawn("e3");
+    poll_until(
+        Duration::from_secs(30),
+        "the nodes to run their tasks",
+        || async {
+            placement_matches(&cluster, &live, &dbs, 1)
+                .await
+                .then_some(())
+        },
+    )
+    .await;
+    // Idle: the services' first looks ran them for `sleep_after` (2 s);
+    // the next looks are 5, 10, 20, 40 s ... apart from there: after 40 s
+    // the next is over half a minute away.
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    assert_eq!(db::shape(&url).await.1, 0, "nothing compacted it yet");
+
+    flush_one_key(&url, 1).await;
+    let flushed = Instant::now();
+    let took = poll_until(Duration::from_secs(60), "the first sorted run", || async {
+        (db::shape(&url).await.1 > 0).then(|| flushed.elapsed())
+    })
+    .await;
+    eprintln!(
+        "events: compacted {:.2} s after the flush that reached the trigger",
+        took.as_secs_f64()
+    );
+    assert!(
+        took < Duration::from_secs(3),
+        "compacted {:.1} s after the trigger: the event did not wake it",
+        took.as_secs_f64()
+    );
+    let reader = db::open_writer(&url).await;
+    for round in 0..2 {
+        let value = reader.get(db::key(round, 0)).await.unwrap();
+        assert_eq!(
+            value.as_deref(),
+            Some(&db::value(round, 0)[..]),
+            "round {round}"
+        );
+    }
+    reader.close().await.unwrap();
+    for id in live {
+        cluster.stop(id).await;
+    }
+    queue.delete().await;
+}
