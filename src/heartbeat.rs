@@ -104,6 +104,20 @@ pub struct HeartbeatBody {
     /// heartbeats' `LastModified`. Added after 0.1.0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<ClockReading>,
+    /// Whether the store's events reach the node (`[events]`); absent
+    /// when no source is configured. Added after 0.1.0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<EventsReport>,
+}
+
+/// Whether a node receives the store's events.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct EventsReport {
+    /// The last receive succeeded: idle looks are at the safety interval.
+    pub flowing: bool,
+    /// Why not, while not (the node polls at the usual cadence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// A node's clock skew against the fleet root's store.
@@ -205,6 +219,7 @@ impl HeartbeatBody {
             plugins: Vec::new(),
             skipped: Vec::new(),
             clock: None,
+            events: None,
             failing_compactions: Vec::new(),
             outside_compactor_count: 0,
             outside_compactors: Vec::new(),

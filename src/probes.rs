@@ -41,6 +41,8 @@ pub struct NodeReport {
     /// Shared with the node loop, which rebuilds the list only when a
     /// task changed: at 10,000 databases, 30,000 reports every tick.
     pub tasks: std::sync::Arc<Vec<TaskReport>>,
+    /// Whether the store's events reach this node; `None` without `[events]`.
+    pub events: Option<crate::heartbeat::EventsReport>,
 }
 
 #[derive(Debug)]

@@ -86,6 +86,9 @@ pub struct NodeStatus {
     /// The fleet root's clock against the node's, from its heartbeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<crate::heartbeat::ClockReading>,
+    /// Whether the store's events reach the node (`[events]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<crate::heartbeat::EventsReport>,
 }
 
 /// One registered database and who runs its services.

@@ -531,6 +531,7 @@ impl Node {
             config_read: self.config_read,
             heartbeat_written,
             tasks,
+            events: self.events.state(),
         };
         self.probes
             .ticked(report, self.settings().heartbeat_interval);
@@ -545,6 +546,7 @@ impl Node {
             .map(|p| p.infos().iter().map(loaded_plugin).collect())
             .unwrap_or_default();
         body.clock = self.clock_reading;
+        body.events = self.events.state();
         let bytes = serde_json::to_vec(&body).expect("heartbeat bodies serialize");
         match self
             .root

@@ -45,14 +45,8 @@ use sqs::{LONG_POLL, QueueAddress, Sqs};
 const RETRY_MIN: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
-/// What a node reports of its events.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EventsState {
-    /// Whether the last receive succeeded.
-    pub flowing: bool,
-    /// Why not, while not.
-    pub problem: Option<String>,
-}
+/// What a node reports of its events (in its heartbeat and `/status`).
+pub use crate::heartbeat::EventsReport as EventsState;
 
 /// A node's event source: started, restarted and stopped as the config
 /// changes, fed the registered databases as the registry changes.

@@ -217,6 +217,7 @@ pub fn derive_status(
                 sleet_version: body.map(|b| b.sleet_version.clone()),
                 slatedb_version: body.map(|b| b.slatedb_version.clone()),
                 clock: body.and_then(|b| b.clock),
+                events: body.and_then(|b| b.events.clone()),
             }
         })
         .collect();
@@ -240,6 +241,13 @@ pub fn derive_status(
                  time sync",
                 -(clock.skew_ms as f64) / 1000.0,
                 clock.bound_ms as f64 / 1000.0
+            ));
+        }
+        if let Some(events) = body.events.as_ref().filter(|e| !e.flowing) {
+            warnings.push(format!(
+                "{node} receives no store events ({}): its idle databases are polled at the usual \
+                 cadence until events flow again",
+                events.problem.as_deref().unwrap_or("not yet received")
             ));
         }
         for f in &body.failing {

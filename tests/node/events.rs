@@ -19,8 +19,9 @@ use crate::common::{BUCKET, endpoint};
 use crate::db;
 
 /// A queue of the test's own on the S3 server, notified of every new
-/// manifest in the test bucket; deleted when dropped (in the background).
+/// manifest in the test bucket; each test deletes its own at the end.
 struct TestQueue {
+    name: String,
     url: String,
     sqs: Sqs,
 }
@@ -37,6 +38,7 @@ impl TestQueue {
             .await
             .expect("sleet events setup on the S3 server");
         TestQueue {
+            name,
             sqs: Sqs::new(at.calls, endpoint),
             url: report.queue_url,
         }
@@ -158,6 +160,127 @@ async fn an_event_received_elsewhere_wakes_an_idle_database_within_seconds() {
     }
     reader.close().await.unwrap();
     for id in live {
+        cluster.stop(id).await;
+    }
+    queue.delete().await;
+}
+
+/// Whether every live node's heartbeat says events flow (`Some(true)`),
+/// every one says they do not (`Some(false)`), or they disagree.
+async fn events_flow(cluster: &Cluster) -> Option<bool> {
+    let status = cluster
+        .fleet
+        .status(sleet::StatusOptions::default())
+        .await
+        .ok()?;
+    let flows: BTreeSet<bool> = status
+        .nodes
+        .iter()
+        .filter(|n| n.live)
+        .map(|n| n.events.as_ref().is_some_and(|e| e.flowing))
+        .collect();
+    (flows.len() == 1).then(|| flows.into_iter().next().unwrap())
+}
+
+/// With events flowing, idle databases cost at most half a request a
+/// minute (their looks back off to the safety interval; cadences 20 times
+/// the defaults, as in `idle`: a 30 s safety interval for 10 minutes).
+/// The queue deleted: nodes fall back to polling within a long poll, say
+/// so in status, and a burst is compacted at polling speed. The queue
+/// restored: they return to the safety interval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn idle_databases_cost_half_a_request_a_minute_with_events_and_fall_back_without() {
+    let Some(endpoint) = endpoint() else { return };
+    let _alone = crate::HEAVY.lock().await;
+    const DATABASES: usize = 4;
+    let queue = TestQueue::new(&endpoint, "events-idle").await;
+    let toml = format!(
+        "{}{}",
+        crate::idle::fleet_toml(true),
+        queue.events_toml("30s")
+    );
+    let cluster = Cluster::on_s3(&toml, &endpoint).await;
+    let (mut cluster, counting) = cluster.with_counting(&endpoint);
+    let urls: Vec<String> = (0..DATABASES)
+        .map(|i| cluster.db_url(&format!("evidle{i}")))
+        .collect();
+    for url in &urls {
+        db::seed(url, 1).await;
+        cluster.fleet.register(url).await.unwrap();
+    }
+    cluster.spawn("v1");
+    cluster.spawn("v2");
+    poll_until(Duration::from_secs(30), "events to flow", || async {
+        (events_flow(&cluster).await == Some(true)).then_some(())
+    })
+    .await;
+
+    // GC sweeps and lingers (18 s); looks back off from 250 ms to the
+    // 30 s safety interval within about a minute.
+    let minute = crate::idle::scaled_minute();
+    tokio::time::sleep(Duration::from_secs(90)).await;
+    let (idle, kinds) = crate::idle::rate(&counting, minute * 20, DATABASES).await;
+    eprintln!("events: {idle:.2} requests per idle database-minute ({kinds})");
+    assert!(
+        idle <= 0.5,
+        "{idle:.2} requests per idle database-minute with events: {kinds}"
+    );
+
+    // The queue gone: every node falls back and says so.
+    queue.delete().await;
+    poll_until(
+        Duration::from_secs(60),
+        "the nodes to fall back",
+        || async { (events_flow(&cluster).await == Some(false)).then_some(()) },
+    )
+    .await;
+    let status = cluster
+        .fleet
+        .status(sleet::StatusOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        status
+            .warnings
+            .iter()
+            .any(|w| w.contains("receives no store events")),
+        "{:?}",
+        status.warnings
+    );
+    let (polling, kinds) = crate::idle::rate(&counting, minute * 5, DATABASES).await;
+    eprintln!("events gone: {polling:.2} requests per idle database-minute ({kinds})");
+    assert!(
+        polling > 2.0,
+        "the nodes did not fall back to polling: {polling:.2} ({kinds})"
+    );
+    // A burst is compacted at polling speed (`probe_max` 1 s here).
+    let woken = &urls[0];
+    let writer = db::open_writer(woken).await;
+    db::write_rounds(&writer, 1..4).await;
+    writer.close().await.unwrap();
+    let written = Instant::now();
+    poll_until(
+        Duration::from_secs(20),
+        "the burst to compact while polling",
+        || async {
+            let (l0, runs) = db::shape(woken).await;
+            crate::cluster::compacted(l0, runs).then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "events gone: compacted {:.1} s after the writes",
+        written.elapsed().as_secs_f64()
+    );
+
+    // The queue back (the same name has the same URL, and the bucket
+    // still notifies it): the nodes return within their retry (30 s).
+    queue.sqs.create_queue(&queue.name).await.unwrap();
+    poll_until(Duration::from_secs(60), "events to flow again", || async {
+        (events_flow(&cluster).await == Some(true)).then_some(())
+    })
+    .await;
+    for id in ["v1", "v2"] {
         cluster.stop(id).await;
     }
     queue.delete().await;

@@ -23,7 +23,7 @@ const DATABASES: usize = 4;
 /// `min_age`, the coordinator and workers polling every 250 ms and its
 /// checkpoints living 45 s, idle looks
 /// from 250 ms backing off to 1 s (workers 3 s, GC 6 s).
-fn fleet_toml(idle_enabled: bool) -> String {
+pub(crate) fn fleet_toml(idle_enabled: bool) -> String {
     let mut toml = String::from(
         r#"
 [node]
@@ -63,13 +63,17 @@ gc_probe = "6s"
     toml
 }
 
-fn scaled_minute() -> Duration {
+pub(crate) fn scaled_minute() -> Duration {
     Duration::from_secs(60) / SPEEDUP
 }
 
 /// Requests per database per scaled minute over `window`, with the count
 /// by kind for the message.
-async fn rate(counting: &CountingStore, window: Duration, databases: usize) -> (f64, String) {
+pub(crate) async fn rate(
+    counting: &CountingStore,
+    window: Duration,
+    databases: usize,
+) -> (f64, String) {
     let before = total(counting);
     let kinds_before = counting.by_kind();
     tokio::time::sleep(window).await;
