@@ -309,6 +309,38 @@ struct IdleFleet {
 impl IdleFleet {
     /// Writes a `sleet.toml` that turns `[idle]` off: every service runs
     /// all the time.
+    /// Sets up an SQS queue on the local S3 server notified of the
+    /// `sleet` bucket's new manifests, and names it in `sleet.toml`
+    /// (`SLEET_BENCH_IDLE_EVENTS`, with `SLEET_BENCH_IDLE_S3`). Returns
+    /// the queue, to delete at the end.
+    async fn turn_events_on(&self) -> (sleet::events::sqs::Sqs, String) {
+        use sleet::events::setup::{Endpoints, setup};
+        let endpoint = std::env::var("SLEET_S3_ENDPOINT")
+            .expect("SLEET_BENCH_IDLE_EVENTS needs the local S3 server: run under scripts/bench");
+        assert!(
+            std::env::var_os("SLEET_BENCH_IDLE_S3").is_some(),
+            "SLEET_BENCH_IDLE_EVENTS needs SLEET_BENCH_IDLE_S3"
+        );
+        let at = Endpoints {
+            calls: sleet::events::sqs::AwsCalls::from_env(None).expect("AWS settings"),
+            endpoint: Some(endpoint.clone()),
+        };
+        let name = format!("idle-bench-{}", std::process::id());
+        let buckets = std::collections::BTreeSet::from(["sleet".to_string()]);
+        let report = setup(&at, &name, &buckets, false)
+            .await
+            .expect("events setup");
+        self.write_config(&format!(
+            "[events]\nsource = \"sqs\"\nqueue_url = \"{}\"\n",
+            report.queue_url
+        ))
+        .await;
+        (
+            sleet::events::sqs::Sqs::new(at.calls, endpoint),
+            report.queue_url,
+        )
+    }
+
     async fn turn_idle_off(&self) {
         self.write_config("[database.idle]\nenabled = false\n")
             .await;
@@ -597,6 +629,7 @@ impl Drop for PeerHeartbeats {
 /// A node running in this process with its requests counted: those to
 /// the fleet root, and those its services make to the databases.
 struct CountedNode {
+    metrics: Arc<sleet::metrics::Metrics>,
     root_counts: Arc<CountingStore>,
     service_counts: Arc<CountingStore>,
     shutdown: CancellationToken,
@@ -607,6 +640,8 @@ struct CountedNode {
 struct Measured {
     window_secs: u64,
     root: String,
+    /// Requests to the event queue per minute (the whole node's).
+    queue_per_minute: f64,
     service: String,
     /// Requests per database-minute by kind of object.
     kinds: Vec<(String, f64)>,
@@ -621,6 +656,12 @@ impl Measured {
             format!("{bench}: fleet-root requests: {}", self.root),
             format!("{bench}: service requests:    {}", self.service),
         ];
+        if self.queue_per_minute > 0.0 {
+            lines.push(format!(
+                "{bench}: event queue requests: {:.1}/min (the whole node)",
+                self.queue_per_minute
+            ));
+        }
         for (kind, per_minute) in &self.kinds {
             lines.push(format!(
                 "{bench}:   {kind:<18} {per_minute:.2}/min per database"
@@ -670,12 +711,16 @@ impl CountedNode {
             ))
         });
         let shutdown = CancellationToken::new();
+        let metrics = Arc::new(sleet::metrics::Metrics::default());
         let task = tokio::spawn({
             let shutdown = shutdown.clone();
-            let options = NodeOptions::new(id).with_database_opener(opener);
+            let options = NodeOptions::new(id)
+                .with_database_opener(opener)
+                .with_telemetry(metrics.clone(), Arc::new(Default::default()));
             async move { fleet.run_node(options, shutdown).await }
         });
         CountedNode {
+            metrics,
             root_counts,
             service_counts,
             shutdown,
@@ -688,9 +733,11 @@ impl CountedNode {
         let root_before = snapshot(&self.root_counts);
         let service_before = snapshot(&self.service_counts);
         let kinds_before = self.service_counts.by_kind();
+        let queue_before = self.metrics.node.event_queue_requests.get();
         let cpu_before = cpu_seconds();
         tokio::time::sleep(Duration::from_secs(window_secs)).await;
         let cpu = cpu_seconds() - cpu_before;
+        let queue = self.metrics.node.event_queue_requests.get() - queue_before;
         let root_after = snapshot(&self.root_counts);
         let service_after = snapshot(&self.service_counts);
         let minutes = window_secs as f64 / 60.0;
@@ -707,6 +754,7 @@ impl CountedNode {
         Measured {
             window_secs,
             root: window(root_before, root_after, minutes),
+            queue_per_minute: queue as f64 / minutes,
             service: window(service_before, service_after, minutes),
             kinds,
             per_database: service_total as f64 / minutes / count as f64,
@@ -865,6 +913,12 @@ async fn idle_bench() {
     if idle_off {
         idle.turn_idle_off().await;
     }
+    let events = std::env::var_os("SLEET_BENCH_IDLE_EVENTS").is_some();
+    let queue = if events {
+        Some(idle.turn_events_on().await)
+    } else {
+        None
+    };
 
     let node = CountedNode::start(&plain, "idle-node");
     eprintln!(
@@ -873,10 +927,10 @@ async fn idle_bench() {
     );
     tokio::time::sleep(warmup).await;
     let measured = node.measure(window_secs, count).await;
-    let mode = if idle_off {
-        "[idle] off"
-    } else {
-        "default settings"
+    let mode = match (idle_off, events) {
+        (true, _) => "[idle] off",
+        (false, true) => "default settings, [events] from an SQS queue",
+        (false, false) => "default settings",
     };
     println!(
         "idle: one node owning {count} idle databases x 3 services, {mode}, {window_secs} s window"
@@ -910,6 +964,9 @@ async fn idle_bench() {
         );
     }
     node.stop().await;
+    if let Some((sqs, url)) = queue {
+        sqs.delete_queue(&url).await.expect("DeleteQueue");
+    }
 }
 
 /// `median M s, worst W s, all [...]` of some timings in seconds.

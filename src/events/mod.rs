@@ -174,6 +174,7 @@ impl Consumer {
         let url = &self.settings.queue_url;
         let mut retry = RETRY_MIN;
         loop {
+            self.metrics.node.event_queue_requests.inc();
             let received = tokio::select! {
                 () = token.cancelled() => break,
                 received = sqs.receive(url, LONG_POLL) => received,
@@ -183,6 +184,9 @@ impl Consumer {
                     retry = RETRY_MIN;
                     self.report(None);
                     self.act_on(&messages);
+                    if !messages.is_empty() {
+                        self.metrics.node.event_queue_requests.inc();
+                    }
                     if let Err(e) = sqs.delete(url, &messages).await {
                         // They come back after the visibility timeout:
                         // duplicates cost only a look.

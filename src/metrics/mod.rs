@@ -126,6 +126,7 @@ pub struct NodeMetrics {
     pub event_messages: Counter,
     pub event_wakes: Counter,
     pub event_receive_failures: Counter,
+    pub event_queue_requests: Counter,
 }
 
 /// The tasks this node owns and supervises.
@@ -222,6 +223,7 @@ impl Metrics {
             event_messages: Counter::default(),
             event_wakes: Counter::default(),
             event_receive_failures: Counter::default(),
+            event_queue_requests: Counter::default(),
         };
         let metrics = Metrics {
             registry: Mutex::new(Registry::default()),
@@ -295,6 +297,11 @@ impl Metrics {
             "sleet_event_receive_failures",
             "Receives from the event queue that failed (the node polls until one succeeds)",
             n.event_receive_failures.clone(),
+        );
+        r.register(
+            "sleet_event_queue_requests",
+            "Requests this node sent the event queue (long polls and deletes)",
+            n.event_queue_requests.clone(),
         );
         let t = &self.tasks;
         r.register(
