@@ -599,4 +599,95 @@ mod tests {
             "the writer deleted its marker"
         );
     }
+
+    /// Waits (in real time, for the in-memory store's writes) until
+    /// `relative` exists under `root`.
+    async fn until_written(root: &FleetRoot, relative: &str) {
+        for _ in 0..200 {
+            if root.store().head(&root.path(relative)).await.is_ok() {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("{relative} was not written");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_event_reaches_every_service_and_a_burst_leaves_one_marker_a_gap_the_last_included()
+    {
+        let root = FleetRoot::from_parts(
+            "memory:///fleet".into(),
+            Arc::new(object_store::memory::InMemory::new()),
+            object_store::path::Path::from("fleet"),
+        );
+        let (a, b) = (
+            WakeSignals::new(root.clone(), "a"),
+            WakeSignals::new(root.clone(), "b"),
+        );
+        let both = live(&["a", "b"]);
+        let db = "s3://bkt/db";
+        let coordinator = b.listen(db, Role::Coordinator);
+        let gc = b.listen(db, Role::Gc);
+        let workers = b.listen(db, Role::Workers);
+
+        // A coordinator's wake tells only the workers.
+        a.woke(db);
+        until_written(&root, &Marker::relative("a", Tell::Workers, db)).await;
+        assert_eq!(b.collect(&both, EXPIRY).await.unwrap(), 1);
+        workers.notify().notified().await;
+        let told = |l: &WakeListener| {
+            let notified = l.notify().notified();
+            futures::pin_mut!(notified);
+            notified.as_mut().enable()
+        };
+        assert!(
+            !told(&coordinator) && !told(&gc),
+            "a wake is for the workers"
+        );
+
+        // An event tells every service, through a marker of its own.
+        let all = Marker::relative("a", Tell::All, db);
+        a.event(db);
+        until_written(&root, &all).await;
+        assert_eq!(b.collect(&both, EXPIRY).await.unwrap(), 1);
+        assert!(told(&coordinator) && told(&gc) && told(&workers));
+
+        // More events within the gap write nothing at once ...
+        let first = root
+            .store()
+            .head(&root.path(&all))
+            .await
+            .unwrap()
+            .last_modified;
+        for _ in 0..5 {
+            a.event(db);
+        }
+        tokio::task::yield_now().await;
+        assert_eq!(
+            b.collect(&both, EXPIRY).await.unwrap(),
+            0,
+            "one marker a gap"
+        );
+        // ... and one marker at its end, so the burst's last is not lost.
+        tokio::time::advance(EVENT_MARKER_GAP).await;
+        for _ in 0..200 {
+            let now = root
+                .store()
+                .head(&root.path(&all))
+                .await
+                .unwrap()
+                .last_modified;
+            if now != first {
+                break;
+            }
+            tokio::task::yield_now().await;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(
+            b.collect(&both, EXPIRY).await.unwrap(),
+            1,
+            "the trailing marker"
+        );
+        assert!(told(&coordinator));
+    }
 }
