@@ -503,6 +503,36 @@ fn stores_settings_default_and_bad_trust_is_named() {
 }
 
 #[test]
+fn events_settings_default_and_bad_ones_are_named() {
+    assert_eq!(parse_fleet_config("").unwrap().events.resolve(), None);
+    let queue = "https://sqs.us-east-1.amazonaws.com/123456789012/sleet";
+    let fleet = parse_fleet_config(&format!(
+        "[events]\nsource = \"sqs\"\nqueue_url = \"{queue}\""
+    ))
+    .unwrap();
+    let events = fleet.events.resolve().unwrap();
+    assert_eq!(events.queue_url, queue);
+    assert_eq!(events.safety_interval, Duration::from_secs(600));
+    assert_eq!(events.relay_interval, Duration::from_secs(1));
+    let off = parse_fleet_config("[events]\nsource = \"none\"").unwrap();
+    assert_eq!(off.events.resolve(), None);
+    let err = |toml: &str| parse_fleet_config(toml).unwrap_err().to_string();
+    assert!(err("[events]\nsource = \"sqs\"").contains("events.queue_url is required"));
+    assert!(err(&format!("[events]\nqueue_url = \"{queue}\"")).contains("events.source is not"));
+    let bad = err("[events]\nsource = \"sqs\"\nqueue_url = \"sqs://q\"");
+    assert!(
+        bad.contains("events.queue_url \"sqs://q\": must be an http(s) URL"),
+        "{bad}"
+    );
+    let short =
+        format!("[events]\nsource = \"sqs\"\nqueue_url = \"{queue}\"\nsafety_interval = \"5s\"");
+    assert!(err(&short).contains("events.safety_interval must be at least 20s"));
+    assert!(
+        err("[events]\nsource = \"kafka\"").contains("line 2, column 10: unknown variant `kafka`")
+    );
+}
+
+#[test]
 fn outside_compactor_settings_default_layer_and_check() {
     let fleet =
         parse_fleet_config("[database.outside-compactor]\nrecheck = \"10s\"\ntakeover_backlog = 0")

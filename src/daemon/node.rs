@@ -340,7 +340,10 @@ impl Node {
         let expiry = self.settings().heartbeat_timeout;
         match bounded(step, self.wakes.collect(&live, expiry)).await {
             Some(Ok(nudged)) if nudged > 0 => {
-                debug!(nudged, "nudged the services of databases other nodes woke or had events for");
+                debug!(
+                    nudged,
+                    "nudged the services of databases other nodes woke or had events for"
+                );
             }
             Some(Ok(_)) => {}
             Some(Err(e)) => debug!("{e}; workers find queued jobs at their own looks"),
