@@ -51,12 +51,8 @@ pub use crate::heartbeat::EventsReport as EventsState;
 /// A node's event source: started, restarted and stopped as the config
 /// changes, fed the registered databases as the registry changes.
 pub struct EventSource {
-    root: FleetRoot,
-    node_id: String,
-    wakes: WakeSignals,
-    metrics: Arc<Metrics>,
+    node: NodeSide,
     index: watch::Sender<Arc<DatabaseIndex>>,
-    state: Arc<Mutex<EventsState>>,
     running: Option<(EventsSettings, CancellationToken)>,
     /// Whether this node long-polls the queue; one that does not lists
     /// `wakes/` every `relay_interval` all the same, and polls.
@@ -71,12 +67,14 @@ impl EventSource {
         metrics: Arc<Metrics>,
     ) -> EventSource {
         EventSource {
-            root,
-            node_id,
-            wakes,
-            metrics,
+            node: NodeSide {
+                root,
+                node_id,
+                wakes,
+                metrics,
+                state: Arc::new(Mutex::new(EventsState::default())),
+            },
             index: watch::Sender::new(Arc::new(DatabaseIndex::default())),
-            state: Arc::new(Mutex::new(EventsState::default())),
             running: None,
             receives: true,
         }
@@ -90,7 +88,9 @@ impl EventSource {
 
     /// The state to report; `None` when no source is configured.
     pub fn state(&self) -> Option<EventsState> {
-        self.running.as_ref().map(|_| lock(&self.state).clone())
+        self.running
+            .as_ref()
+            .map(|_| lock(&self.node.state).clone())
     }
 
     /// Routes events to these databases from now on.
@@ -112,21 +112,17 @@ impl EventSource {
         if let Some((_, token)) = self.running.take() {
             token.cancel();
         }
-        self.wakes.flow().set(None);
-        self.metrics.node.events_flowing.set(0);
-        *lock(&self.state) = EventsState::default();
+        self.node.wakes.flow().set(None);
+        self.node.metrics.node.events_flowing.set(0);
+        *lock(&self.node.state) = EventsState::default();
         let Some(settings) = settings else {
             return;
         };
         let token = CancellationToken::new();
         let consumer = Consumer {
-            root: self.root.clone(),
-            node_id: self.node_id.clone(),
+            node: self.node.clone(),
             settings: settings.clone(),
-            wakes: self.wakes.clone(),
-            metrics: self.metrics.clone(),
             index: self.index.subscribe(),
-            state: self.state.clone(),
         };
         if self.receives {
             info!(queue = %settings.queue_url, "receiving store events");
@@ -147,15 +143,21 @@ impl Drop for EventSource {
     }
 }
 
+/// What the source and its tasks share of the node.
 #[derive(Clone)]
-struct Consumer {
+struct NodeSide {
     root: FleetRoot,
     node_id: String,
-    settings: EventsSettings,
     wakes: WakeSignals,
     metrics: Arc<Metrics>,
-    index: watch::Receiver<Arc<DatabaseIndex>>,
     state: Arc<Mutex<EventsState>>,
+}
+
+#[derive(Clone)]
+struct Consumer {
+    node: NodeSide,
+    settings: EventsSettings,
+    index: watch::Receiver<Arc<DatabaseIndex>>,
 }
 
 impl Consumer {
@@ -174,7 +176,7 @@ impl Consumer {
         let url = &self.settings.queue_url;
         let mut retry = RETRY_MIN;
         loop {
-            self.metrics.node.event_queue_requests.inc();
+            self.node.metrics.node.event_queue_requests.inc();
             let received = tokio::select! {
                 () = token.cancelled() => break,
                 received = sqs.receive(url, LONG_POLL) => received,
@@ -185,7 +187,7 @@ impl Consumer {
                     self.report(None);
                     self.act_on(&messages);
                     if !messages.is_empty() {
-                        self.metrics.node.event_queue_requests.inc();
+                        self.node.metrics.node.event_queue_requests.inc();
                     }
                     if let Err(e) = sqs.delete(url, &messages).await {
                         // They come back after the visibility timeout:
@@ -194,7 +196,7 @@ impl Consumer {
                     }
                 }
                 Err(e) => {
-                    self.metrics.node.event_receive_failures.inc();
+                    self.node.metrics.node.event_receive_failures.inc();
                     self.report(Some(format!("receiving from {url}: {e}")));
                     tokio::select! {
                         () = token.cancelled() => break,
@@ -204,7 +206,7 @@ impl Consumer {
                 }
             }
         }
-        self.wakes.flow().set(None);
+        self.node.wakes.flow().set(None);
     }
 
     /// Wakes the databases the messages name, and acknowledges the
@@ -213,11 +215,14 @@ impl Consumer {
         let index = self.index.borrow().clone();
         let mut woken = std::collections::BTreeSet::new();
         for message in messages {
-            self.metrics.node.event_messages.inc();
+            self.node.metrics.node.event_messages.inc();
             for object in notification::created_objects(&message.body) {
                 if let Some(token) = check::check_token(&object) {
-                    let (root, token, node) =
-                        (self.root.clone(), token.to_string(), self.node_id.clone());
+                    let (root, token, node) = (
+                        self.node.root.clone(),
+                        token.to_string(),
+                        self.node.node_id.clone(),
+                    );
                     tokio::spawn(async move { check::acknowledge(&root, &token, &node).await });
                 } else if let Some(database) = index.database_of(&object) {
                     woken.insert(database.to_string());
@@ -225,9 +230,9 @@ impl Consumer {
             }
         }
         for database in woken {
-            self.metrics.node.event_wakes.inc();
+            self.node.metrics.node.event_wakes.inc();
             debug!(%database, "event: a new manifest");
-            self.wakes.event(&database);
+            self.node.wakes.event(&database);
         }
     }
 
@@ -236,16 +241,21 @@ impl Consumer {
     fn report(&self, problem: Option<String>) {
         let flowing = problem.is_none();
         let was = std::mem::replace(
-            &mut *lock(&self.state),
+            &mut *lock(&self.node.state),
             EventsState {
                 flowing,
                 problem: problem.clone(),
             },
         );
-        self.wakes
+        self.node
+            .wakes
             .flow()
             .set(flowing.then_some(self.settings.safety_interval));
-        self.metrics.node.events_flowing.set(i64::from(flowing));
+        self.node
+            .metrics
+            .node
+            .events_flowing
+            .set(i64::from(flowing));
         match (was.flowing, problem) {
             (false, None) => info!(
                 "store events flow: idle databases are looked at every {}",
@@ -272,10 +282,11 @@ impl Consumer {
                 () = token.cancelled() => return,
                 _ = ticker.tick() => {}
             }
-            if !always && self.wakes.flow().safety().is_none() {
+            if !always && self.node.wakes.flow().safety().is_none() {
                 continue;
             }
-            match tokio::time::timeout(self.settings.relay_interval * 10, self.wakes.relay()).await
+            match tokio::time::timeout(self.settings.relay_interval * 10, self.node.wakes.relay())
+                .await
             {
                 Ok(Ok(nudged)) if nudged > 0 => debug!(nudged, "relayed wakes"),
                 Ok(Ok(_)) => {}

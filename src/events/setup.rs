@@ -206,42 +206,39 @@ pub async fn setup(
 
 /// Puts this command's queue configuration on `bucket`, keeping the rest.
 async fn notify(at: &Endpoints, bucket: &str, ours: &str) -> Result<(), SetupError> {
-    let calls = &at.calls;
     let url = at.notification_url(bucket);
-    let failed = |action, why: String| SetupError::Bucket {
+    let get = http::Request::get(&url).body(String::new());
+    let existing = bucket_call(at, bucket, "read notifications", get).await?;
+    let document = merged_notifications(&existing, ours);
+    let put = http::Request::put(&url)
+        .header("content-type", "application/xml")
+        .body(document);
+    bucket_call(at, bucket, "write notifications", put).await?;
+    Ok(())
+}
+
+/// One signed request about `bucket`'s notifications; the reply's body.
+async fn bucket_call(
+    at: &Endpoints,
+    bucket: &str,
+    action: &'static str,
+    request: Result<http::Request<String>, http::Error>,
+) -> Result<String, SetupError> {
+    let failed = |why: String| SetupError::Bucket {
         bucket: bucket.to_string(),
         action,
         why,
     };
-    let get = http::Request::get(&url)
-        .body(String::new())
-        .map_err(|e| failed("read notifications", e.to_string()))?;
-    let existing = calls
-        .send("GetBucketNotificationConfiguration", "s3", get)
+    let request = request.map_err(|e| failed(e.to_string()))?;
+    let reply = at
+        .calls
+        .send(action, "s3", request)
         .await
-        .map_err(|e| failed("read notifications", e.to_string()))?;
-    if !(200..300).contains(&existing.status) {
-        return Err(failed(
-            "read notifications",
-            format!("{}: {}", existing.status, existing.body),
-        ));
-    }
-    let document = merged_notifications(&existing.body, ours);
-    let put = http::Request::put(&url)
-        .header("content-type", "application/xml")
-        .body(document)
-        .map_err(|e| failed("write notifications", e.to_string()))?;
-    let reply = calls
-        .send("PutBucketNotificationConfiguration", "s3", put)
-        .await
-        .map_err(|e| failed("write notifications", e.to_string()))?;
+        .map_err(|e| failed(e.to_string()))?;
     if !(200..300).contains(&reply.status) {
-        return Err(failed(
-            "write notifications",
-            format!("{}: {}", reply.status, reply.body),
-        ));
+        return Err(failed(format!("{}: {}", reply.status, reply.body)));
     }
-    Ok(())
+    Ok(reply.body)
 }
 
 #[cfg(test)]
