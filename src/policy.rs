@@ -60,6 +60,47 @@ pub struct EventsSettings {
     pub relay_interval: Duration,
 }
 
+/// A parsed SQS queue URL (`[events] queue_url`): where its requests go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueAddress {
+    pub url: String,
+    /// `scheme://host[:port]`, where requests go.
+    pub origin: String,
+    /// The region named by an AWS host, if it names one.
+    pub region: Option<String>,
+    pub name: String,
+}
+
+impl QueueAddress {
+    pub fn parse(url: &str) -> Result<QueueAddress, String> {
+        let parsed = url::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err("must be an http(s) URL, as SQS gives it".into());
+        }
+        let host = parsed.host_str().ok_or("has no host")?;
+        let segments: Vec<&str> = parsed
+            .path_segments()
+            .map_or(Vec::new(), |s| s.filter(|p| !p.is_empty()).collect());
+        let [_account, name] = segments[..] else {
+            return Err("must end in /<account>/<queue name>".into());
+        };
+        let region = host
+            .strip_prefix("sqs.")
+            .and_then(|rest| rest.split_once('.'))
+            .map(|(region, _)| region.to_string());
+        let origin = match parsed.port() {
+            Some(port) => format!("{}://{host}:{port}", parsed.scheme()),
+            None => format!("{}://{host}", parsed.scheme()),
+        };
+        Ok(QueueAddress {
+            url: url.to_string(),
+            origin,
+            region,
+            name: name.to_string(),
+        })
+    }
+}
+
 /// How a streamed object is written: up to `multipart_threshold` bytes
 /// it is held and sent with one PUT, beyond that as a multipart upload.
 /// One PUT costs the destination one request and no reassembly, and holds

@@ -130,7 +130,7 @@ fn check_events(events: &EventsConfig, problems: &mut Vec<String>) {
                 .into(),
         ),
         (Some(queue), true) => {
-            if let Err(why) = crate::events::sqs::QueueAddress::parse(queue) {
+            if let Err(why) = crate::policy::QueueAddress::parse(queue) {
                 problems.push(format!("events.queue_url {queue:?}: {why}"));
             }
         }
