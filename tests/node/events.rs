@@ -285,3 +285,101 @@ async fn idle_databases_cost_half_a_request_a_minute_with_events_and_fall_back_w
     }
     queue.delete().await;
 }
+
+/// `sleet events setup` and `sleet events check`, by the binary: the dry
+/// run changes nothing, setup creates the queue and the notification and
+/// prints the `[events]` table, check sees its marker's event arrive
+/// (received here: no node runs). The control: a queue no bucket
+/// notifies fails the check, naming the likely cause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_setup_and_check_by_the_binary() {
+    let Some(endpoint) = endpoint() else { return };
+    let _alone = crate::HEAVY.lock().await;
+    let env = crate::common::s3_env(&endpoint);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let run = |args: &[&str]| crate::common::sleet_env(args, &env);
+    let prefix = crate::common::unique_prefix("events-cli");
+    let root = format!("s3://{BUCKET}/{prefix}/root");
+    let registered = run(&[
+        "register",
+        &root,
+        &format!("s3://{BUCKET}/{prefix}/db"),
+        "--no-check",
+    ]);
+    assert!(
+        registered.status.success(),
+        "{}",
+        crate::common::stderr(&registered)
+    );
+    let queue = prefix.replace(['/', '.'], "-");
+
+    let dry = run(&["events", "setup", &root, "--queue", &queue, "--dry-run"]);
+    let text = crate::common::stdout(&dry);
+    assert!(dry.status.success(), "{}", crate::common::stderr(&dry));
+    assert!(
+        text.contains("would be created") && text.contains("<Value>.manifest</Value>"),
+        "{text}"
+    );
+    let calls = AwsCalls::from_env(None).unwrap();
+    let sqs = Sqs::new(calls, &endpoint);
+    assert_eq!(
+        sqs.queue_url(&queue).await.unwrap(),
+        None,
+        "a dry run creates nothing"
+    );
+
+    let setup = run(&["events", "setup", &root, "--queue", &queue]);
+    let text = crate::common::stdout(&setup);
+    assert!(setup.status.success(), "{}", crate::common::stderr(&setup));
+    let url = sqs.queue_url(&queue).await.unwrap().expect("the queue");
+    assert!(text.contains(&format!("queue_url = \"{url}\"")), "{text}");
+    assert!(
+        text.contains(&format!(
+            "bucket {BUCKET}: new *.manifest objects notify the queue"
+        )),
+        "{text}"
+    );
+
+    let write_events = |queue_url: &str| {
+        let root = root.clone();
+        let queue_url = queue_url.to_string();
+        let endpoint = endpoint.clone();
+        async move {
+            let store = crate::common::s3_store(&endpoint);
+            let toml = format!("[events]\nsource = \"sqs\"\nqueue_url = \"{queue_url}\"\n");
+            let path = object_store::path::Path::from(format!(
+                "{}/sleet.toml",
+                root.trim_start_matches(&format!("s3://{BUCKET}/"))
+            ));
+            object_store::ObjectStoreExt::put(store.as_ref(), &path, toml.into())
+                .await
+                .unwrap();
+        }
+    };
+    write_events(&url).await;
+    let check = run(&["events", "check", &root]);
+    let text = crate::common::stdout(&check);
+    assert!(
+        check.status.success(),
+        "{text}{}",
+        crate::common::stderr(&check)
+    );
+    assert!(
+        text.contains("event arrived after") && text.contains("received by sleet events check"),
+        "{text}"
+    );
+
+    // The control: a queue nothing notifies.
+    let silent = sqs.create_queue(&format!("{queue}-silent")).await.unwrap();
+    write_events(&silent).await;
+    let check = run(&["events", "check", &root, "--timeout", "3s"]);
+    let text = crate::common::stdout(&check);
+    assert_eq!(check.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("FAILED: no event within 3s: is the bucket notification set"),
+        "{text}"
+    );
+    for queue_url in [url, silent] {
+        sqs.delete_queue(&queue_url).await.unwrap();
+    }
+}
