@@ -58,6 +58,11 @@ fn with_look_limit(opener: DatabaseOpener) -> DatabaseOpener {
     Arc::new(move |url: &str| Ok(opener(url)?.with_look_limit(looks.clone())))
 }
 
+/// A database's store as `opener` opens it, for the event canaries.
+fn store_of(opener: DatabaseOpener) -> crate::events::StoreOf {
+    Arc::new(move |url: &str| opener(url).ok().map(|db| db.store().clone()))
+}
+
 /// Everything a tick's owned tasks and their admission are computed
 /// from. A tick whose inputs equal the last reconciled tick's would
 /// reconcile to the same tasks, so it skips the work: at 10,000
@@ -205,6 +210,7 @@ impl Node {
                 options.node_id.clone(),
                 wakes.clone(),
                 options.metrics.clone(),
+                store_of(options.opener.clone()),
             )
             .receiving(options.receives_events),
             events_generation: None,

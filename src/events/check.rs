@@ -89,6 +89,41 @@ async fn check_bucket(
     nodes_live: bool,
     timeout: Duration,
 ) -> BucketCheck {
+    match crate::store::open_url(&format!("s3://{bucket}")) {
+        Ok((store, _)) => {
+            let how = if nodes_live {
+                Arrival::Acknowledged
+            } else {
+                Arrival::Received(queue_url)
+            };
+            probe_bucket(root, store.as_ref(), bucket, how, timeout).await
+        }
+        Err(e) => BucketCheck {
+            bucket: bucket.to_string(),
+            arrived_after_secs: None,
+            received_by: None,
+            problem: Some(format!("cannot open s3://{bucket}: {e}")),
+        },
+    }
+}
+
+/// How a marker's event is seen to arrive.
+pub enum Arrival<'a> {
+    /// A node acknowledges it under the fleet root.
+    Acknowledged,
+    /// This process receives it from the queue at this URL.
+    Received(&'a str),
+}
+
+/// Writes a marker into `bucket` (through `store`, rooted at the bucket)
+/// and waits up to `timeout` for its event.
+pub async fn probe_bucket(
+    root: &FleetRoot,
+    store: &dyn object_store::ObjectStore,
+    bucket: &str,
+    how: Arrival<'_>,
+    timeout: Duration,
+) -> BucketCheck {
     let mut check = BucketCheck {
         bucket: bucket.to_string(),
         arrived_after_secs: None,
@@ -96,14 +131,7 @@ async fn check_bucket(
         problem: None,
     };
     let token = uuid::Uuid::new_v4().to_string();
-    let (store, base) = match crate::store::open_url(&format!("s3://{bucket}")) {
-        Ok(opened) => opened,
-        Err(e) => {
-            check.problem = Some(format!("cannot open s3://{bucket}: {e}"));
-            return check;
-        }
-    };
-    let marker = crate::store::child_path(&base, &format!("{MARKER_DIR}/{token}.manifest"));
+    let marker = object_store::path::Path::from(format!("{MARKER_DIR}/{token}.manifest"));
     let written = Instant::now();
     if let Err(e) = store
         .put(&marker, PutPayload::from_static(b"sleet events check"))
@@ -112,10 +140,9 @@ async fn check_bucket(
         check.problem = Some(format!("cannot write the marker: {e}"));
         return check;
     }
-    let arrived = if nodes_live {
-        wait_for_ack(root, &token, timeout).await
-    } else {
-        receive_own(queue_url, bucket, &token, timeout).await
+    let arrived = match how {
+        Arrival::Acknowledged => wait_for_ack(root, &token, timeout).await,
+        Arrival::Received(queue_url) => receive_own(queue_url, bucket, &token, timeout).await,
     };
     match arrived {
         Ok(Some(by)) => {

@@ -18,6 +18,14 @@
 //! back to `probe_max` at once, says so in its metrics, status and log,
 //! and returns to the safety interval at the first receive that succeeds.
 //!
+//! A queue that answers proves nothing of the notifications that feed it
+//! (a bucket's configuration replaced, a policy changed), so a receiving
+//! node also proves the whole path: every half `safety_interval` it writes
+//! a canary object into each bucket its databases live in (the marker of
+//! `sleet events check`, under `.sleet-events-check/`) and waits for its
+//! event, acknowledged by whichever node receives it. Events count as
+//! flowing only while receives succeed and the last canaries arrived.
+//!
 //! [`notification`] decides what a message means; the loop here is its
 //! shell.
 
@@ -45,6 +53,31 @@ use sqs::{LONG_POLL, QueueAddress, Sqs};
 const RETRY_MIN: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
+/// The longest a canary waits for its event.
+const CANARY_WAIT: Duration = Duration::from_secs(30);
+/// Buckets one round of canaries checks at most.
+const CANARY_BUCKETS: usize = 16;
+
+/// The store of a registered database (rooted at its bucket), as the
+/// node opens it: canaries are written through it.
+pub type StoreOf = Arc<dyn Fn(&str) -> Option<Arc<dyn object_store::ObjectStore>> + Send + Sync>;
+
+/// Why events do not flow, by source: the queue, and the canaries.
+#[derive(Debug)]
+struct Problems {
+    receive: Option<String>,
+    canary: Option<String>,
+}
+
+impl Default for Problems {
+    fn default() -> Self {
+        Problems {
+            receive: Some("no receive has succeeded yet".into()),
+            canary: Some("no canary event has arrived yet".into()),
+        }
+    }
+}
+
 /// What a node reports of its events (in its heartbeat and `/status`).
 pub use crate::heartbeat::EventsReport as EventsState;
 
@@ -65,6 +98,7 @@ impl EventSource {
         node_id: String,
         wakes: WakeSignals,
         metrics: Arc<Metrics>,
+        store_of: StoreOf,
     ) -> EventSource {
         EventSource {
             node: NodeSide {
@@ -72,6 +106,7 @@ impl EventSource {
                 node_id,
                 wakes,
                 metrics,
+                store_of,
                 state: Arc::new(Mutex::new(EventsState::default())),
             },
             index: watch::Sender::new(Arc::new(DatabaseIndex::default())),
@@ -123,10 +158,12 @@ impl EventSource {
             node: self.node.clone(),
             settings: settings.clone(),
             index: self.index.subscribe(),
+            problems: Arc::new(Mutex::new(Problems::default())),
         };
         if self.receives {
             info!(queue = %settings.queue_url, "receiving store events");
             tokio::spawn(consumer.clone().receive(token.clone()));
+            tokio::spawn(consumer.clone().canaries(token.clone()));
         } else {
             info!("acting on store events other nodes receive");
         }
@@ -150,6 +187,7 @@ struct NodeSide {
     node_id: String,
     wakes: WakeSignals,
     metrics: Arc<Metrics>,
+    store_of: StoreOf,
     state: Arc<Mutex<EventsState>>,
 }
 
@@ -158,6 +196,7 @@ struct Consumer {
     node: NodeSide,
     settings: EventsSettings,
     index: watch::Receiver<Arc<DatabaseIndex>>,
+    problems: Arc<Mutex<Problems>>,
 }
 
 impl Consumer {
@@ -169,7 +208,7 @@ impl Consumer {
         let sqs = match sqs {
             Ok(sqs) => sqs,
             Err(problem) => {
-                self.report(Some(problem));
+                self.report(|p| p.receive = Some(problem));
                 return;
             }
         };
@@ -184,7 +223,7 @@ impl Consumer {
             match received {
                 Ok(messages) => {
                     retry = RETRY_MIN;
-                    self.report(None);
+                    self.report(|p| p.receive = None);
                     self.act_on(&messages);
                     if !messages.is_empty() {
                         self.node.metrics.node.event_queue_requests.inc();
@@ -197,7 +236,7 @@ impl Consumer {
                 }
                 Err(e) => {
                     self.node.metrics.node.event_receive_failures.inc();
-                    self.report(Some(format!("receiving from {url}: {e}")));
+                    self.report(|p| p.receive = Some(format!("receiving from {url}: {e}")));
                     tokio::select! {
                         () = token.cancelled() => break,
                         () = tokio::time::sleep(retry) => {}
@@ -236,9 +275,51 @@ impl Consumer {
         }
     }
 
-    /// Records whether events flow (`problem` is why not), and logs a
-    /// change.
-    fn report(&self, problem: Option<String>) {
+    /// Every half safety interval, a canary into each bucket (see the
+    /// module doc); a canary that does not arrive stops the flow until
+    /// one does.
+    async fn canaries(self, token: CancellationToken) {
+        let every = self.settings.safety_interval / 2;
+        let wait = CANARY_WAIT.min(every);
+        loop {
+            let buckets = self.index.borrow().one_per_bucket(CANARY_BUCKETS);
+            let mut problem = None;
+            for (bucket, database) in buckets {
+                let Some(store) = (self.node.store_of)(&database) else {
+                    continue;
+                };
+                let how = check::Arrival::Acknowledged;
+                let probe =
+                    check::probe_bucket(&self.node.root, store.as_ref(), &bucket, how, wait);
+                let probed = tokio::select! {
+                    () = token.cancelled() => return,
+                    probed = probe => probed,
+                };
+                if let Some(why) = probed.problem {
+                    problem = Some(format!(
+                        "the canary event of s3://{bucket} did not arrive: {why}"
+                    ));
+                    break;
+                }
+                debug!(%bucket, after = ?probed.arrived_after_secs, "canary event arrived");
+            }
+            self.report(|p| p.canary = problem);
+            tokio::select! {
+                () = token.cancelled() => return,
+                () = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+
+    /// Updates why events do not flow, and publishes whether they do (in
+    /// the flow the idle looks follow, the metrics and the state the
+    /// heartbeat reports), logging a change.
+    fn report(&self, update: impl FnOnce(&mut Problems)) {
+        let problem = {
+            let mut problems = lock(&self.problems);
+            update(&mut problems);
+            problems.receive.clone().or_else(|| problems.canary.clone())
+        };
         let flowing = problem.is_none();
         let was = std::mem::replace(
             &mut *lock(&self.node.state),

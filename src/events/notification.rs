@@ -100,6 +100,19 @@ impl DatabaseIndex {
         self.by_place.is_empty()
     }
 
+    /// One database of each bucket (the first by URL), for at most
+    /// `most` buckets.
+    pub fn one_per_bucket(&self, most: usize) -> std::collections::BTreeMap<String, String> {
+        let mut one = std::collections::BTreeMap::new();
+        for ((bucket, _), url) in &self.by_place {
+            let entry = one.entry(bucket.clone()).or_insert_with(|| url.clone());
+            if url < entry {
+                *entry = url.clone();
+            }
+        }
+        one.into_iter().take(most).collect()
+    }
+
     /// The buckets the databases live in.
     pub fn buckets(&self) -> BTreeSet<String> {
         self.by_place.keys().map(|(b, _)| b.clone()).collect()

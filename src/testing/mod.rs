@@ -48,14 +48,17 @@ pub struct CountingStore {
     /// By operation and the index of its kind in [`KINDS`] (its length
     /// for "other"): counting allocates nothing, so at tens of thousands
     /// of requests a minute the count costs the node it measures little.
-    by_kind: std::sync::Mutex<[[u64; KINDS.len() + 1]; OPS]>,
+    by_kind: Arc<std::sync::Mutex<KindCounts>>,
     /// GETs and HEADs forwarded and not yet answered, and the most at once.
     reads_in_flight: AtomicU64,
     peak_reads: AtomicU64,
 }
 
+/// Requests by operation and kind.
+type KindCounts = [[u64; KINDS.len() + 1]; OPS];
+
 /// Directories of a SlateDB or fleet root a request is attributed to.
-const KINDS: [&str; 8] = [
+const KINDS: [&str; 9] = [
     "manifest",
     "compactions",
     "wal",
@@ -64,6 +67,8 @@ const KINDS: [&str; 8] = [
     "nodes",
     "dbs",
     "sleet.toml",
+    // The event canaries (`events::check`): per node, not per database.
+    ".sleet-events-check",
 ];
 
 impl CountingStore {
@@ -98,13 +103,7 @@ impl CountingStore {
     }
 
     fn tally(&self, op: Op, location: Option<&Path>) {
-        let kind = location
-            .and_then(|p| {
-                p.parts()
-                    .find_map(|part| KINDS.iter().position(|k| part.as_ref() == *k))
-            })
-            .unwrap_or(KINDS.len());
-        self.by_kind.lock().expect("tally lock")[op as usize][kind] += 1;
+        tally_into(&self.by_kind, op, location);
     }
 
     /// Requests of one kind forwarded so far.
@@ -130,6 +129,18 @@ impl CountingStore {
         self.counts[op as usize].fetch_add(1, Ordering::Relaxed);
         self.tally(op, location);
     }
+}
+
+/// Counts one `op` request under the kind of `location` (a directory of
+/// [`KINDS`], or "other").
+fn tally_into(by_kind: &std::sync::Mutex<KindCounts>, op: Op, location: Option<&Path>) {
+    let kind = location
+        .and_then(|p| {
+            p.parts()
+                .find_map(|part| KINDS.iter().position(|k| part.as_ref() == *k))
+        })
+        .unwrap_or(KINDS.len());
+    by_kind.lock().expect("tally lock")[op as usize][kind] += 1;
 }
 
 /// One read a [`CountingStore`] forwarded, until it is answered or
@@ -196,8 +207,17 @@ impl ObjectStore for CountingStore {
         &self,
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
-        self.bump(Op::Delete, None);
-        self.inner.delete_stream(locations)
+        // One request, counted under the kind of its first location (a
+        // batch deletes within one directory).
+        self.counts[Op::Delete as usize].fetch_add(1, Ordering::Relaxed);
+        let by_kind = self.by_kind.clone();
+        let mut first = true;
+        let locations = locations.inspect(move |location| {
+            if std::mem::take(&mut first) {
+                tally_into(&by_kind, Op::Delete, location.as_ref().ok());
+            }
+        });
+        self.inner.delete_stream(Box::pin(locations))
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
