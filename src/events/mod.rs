@@ -347,6 +347,8 @@ impl Consumer {
                     "{problem}; idle databases are polled at their usual cadence until events flow again"
                 )
             }
+            // Starting: the first receive and canary are on their way.
+            (false, Some(problem)) if was.problem.is_none() => info!("store events: {problem}"),
             (false, Some(problem)) if was.problem.as_ref() != Some(&problem) => warn!("{problem}"),
             _ => {}
         }

@@ -29,20 +29,26 @@ struct TestQueue {
 
 impl TestQueue {
     async fn new(endpoint: &str, label: &str) -> TestQueue {
-        let at = Endpoints {
-            calls: AwsCalls::from_env(None)
-                .expect("AWS settings (scripts/with-servers exports them)"),
-            endpoint: Some(endpoint.to_string()),
-        };
         let name = crate::common::unique_prefix(label).replace(['/', '.'], "-");
-        let report = setup(&at, &name, &BTreeSet::from([BUCKET.to_string()]), false)
-            .await
-            .expect("sleet events setup on the S3 server");
+        let url = TestQueue::notify(endpoint, &name).await;
         TestQueue {
             name,
-            sqs: Sqs::new(at.calls, endpoint),
-            url: report.queue_url,
+            sqs: Sqs::new(calls(), endpoint),
+            url,
         }
+    }
+
+    /// `sleet events setup` for the queue `name` and the test bucket: the
+    /// queue's URL.
+    async fn notify(endpoint: &str, name: &str) -> String {
+        let at = Endpoints {
+            calls: calls(),
+            endpoint: Some(endpoint.to_string()),
+        };
+        let report = setup(&at, name, &BTreeSet::from([BUCKET.to_string()]), false)
+            .await
+            .expect("sleet events setup on the S3 server");
+        report.queue_url
     }
 
     fn events_toml(&self, safety: &str) -> String {
@@ -55,6 +61,25 @@ impl TestQueue {
     async fn delete(&self) {
         self.sqs.delete_queue(&self.url).await.expect("DeleteQueue");
     }
+}
+
+/// The environment's AWS settings (scripts/with-servers exports them).
+fn calls() -> AwsCalls {
+    AwsCalls::from_env(None).expect("AWS settings (scripts/with-servers exports them)")
+}
+
+/// Replaces the test bucket's notification configuration with `document`.
+async fn set_notifications(queue: &TestQueue, endpoint: &str, document: &str) {
+    let request = http::Request::put(format!("{endpoint}/{BUCKET}?notification"))
+        .body(document.to_string())
+        .unwrap();
+    let reply = queue
+        .sqs
+        .calls()
+        .send("PutBucketNotificationConfiguration", "s3", request)
+        .await
+        .unwrap();
+    assert_eq!(reply.status, 200, "{}", reply.body);
 }
 
 /// Fast node and compaction cadences; idle looks back off from 5 s to 10
@@ -221,7 +246,9 @@ async fn events_flow(cluster: &Cluster) -> Option<bool> {
 /// the defaults, as in `idle`: a 30 s safety interval for 10 minutes).
 /// The queue deleted: nodes fall back to polling within a long poll, say
 /// so in status, and a burst is compacted at polling speed. The queue
-/// restored: they return to the safety interval.
+/// restored: they return to the safety interval. The bucket's
+/// notification removed while the queue still answers: the canaries stop
+/// the flow until setup restores it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn idle_databases_cost_half_a_request_a_minute_with_events_and_fall_back_without() {
     let Some(endpoint) = endpoint() else { return };
@@ -317,6 +344,38 @@ async fn idle_databases_cost_half_a_request_a_minute_with_events_and_fall_back_w
         (events_flow(&cluster).await == Some(true)).then_some(())
     })
     .await;
+
+    // The queue answers but the bucket no longer notifies it: the
+    // canaries (every half safety interval, 15 s here) stop the flow, and
+    // setup run again restores it.
+    let empty = r#"<NotificationConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></NotificationConfiguration>"#;
+    set_notifications(&queue, &endpoint, empty).await;
+    poll_until(
+        Duration::from_secs(60),
+        "the canaries to stop the flow",
+        || async { (events_flow(&cluster).await == Some(false)).then_some(()) },
+    )
+    .await;
+    let status = cluster
+        .fleet
+        .status(sleet::StatusOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        status
+            .warnings
+            .iter()
+            .any(|w| w.contains("the canary event of s3://")),
+        "{:?}",
+        status.warnings
+    );
+    TestQueue::notify(&endpoint, &queue.name).await;
+    poll_until(
+        Duration::from_secs(60),
+        "events to flow after setup",
+        || async { (events_flow(&cluster).await == Some(true)).then_some(()) },
+    )
+    .await;
     for id in ["v1", "v2"] {
         cluster.stop(id).await;
     }
@@ -357,8 +416,7 @@ async fn events_setup_and_check_by_the_binary() {
         text.contains("would be created") && text.contains("<Value>.manifest</Value>"),
         "{text}"
     );
-    let calls = AwsCalls::from_env(None).unwrap();
-    let sqs = Sqs::new(calls, &endpoint);
+    let sqs = Sqs::new(calls(), &endpoint);
     assert_eq!(
         sqs.queue_url(&queue).await.unwrap(),
         None,
