@@ -159,6 +159,7 @@ impl EventSource {
             settings: settings.clone(),
             index: self.index.subscribe(),
             problems: Arc::new(Mutex::new(Problems::default())),
+            token: token.clone(),
         };
         if self.receives {
             info!(queue = %settings.queue_url, "receiving store events");
@@ -197,6 +198,9 @@ struct Consumer {
     settings: EventsSettings,
     index: watch::Receiver<Arc<DatabaseIndex>>,
     problems: Arc<Mutex<Problems>>,
+    /// Cancelled when the source stops or its settings change: a stopped
+    /// consumer reports nothing more (its successor does).
+    token: CancellationToken,
 }
 
 impl Consumer {
@@ -245,7 +249,6 @@ impl Consumer {
                 }
             }
         }
-        self.node.wakes.flow().set(None);
     }
 
     /// Wakes the databases the messages name, and acknowledges the
@@ -315,6 +318,9 @@ impl Consumer {
     /// the flow the idle looks follow, the metrics and the state the
     /// heartbeat reports), logging a change.
     fn report(&self, update: impl FnOnce(&mut Problems)) {
+        if self.token.is_cancelled() {
+            return;
+        }
         let problem = {
             let mut problems = lock(&self.problems);
             update(&mut problems);
