@@ -58,7 +58,10 @@ impl TestQueue {
         )
     }
 
-    async fn delete(&self) {
+    /// Deletes the queue and the test bucket's notification of it, so
+    /// later tests' writes notify nothing.
+    async fn delete(&self, endpoint: &str) {
+        set_notifications(&self.sqs, endpoint, EMPTY_NOTIFICATIONS).await;
         self.sqs.delete_queue(&self.url).await.expect("DeleteQueue");
     }
 }
@@ -68,13 +71,15 @@ fn calls() -> AwsCalls {
     AwsCalls::from_env(None).expect("AWS settings (scripts/with-servers exports them)")
 }
 
+/// A bucket notification configuration that notifies nothing.
+const EMPTY_NOTIFICATIONS: &str = r#"<NotificationConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></NotificationConfiguration>"#;
+
 /// Replaces the test bucket's notification configuration with `document`.
-async fn set_notifications(queue: &TestQueue, endpoint: &str, document: &str) {
+async fn set_notifications(sqs: &Sqs, endpoint: &str, document: &str) {
     let request = http::Request::put(format!("{endpoint}/{BUCKET}?notification"))
         .body(document.to_string())
         .unwrap();
-    let reply = queue
-        .sqs
+    let reply = sqs
         .calls()
         .send("PutBucketNotificationConfiguration", "s3", request)
         .await
@@ -188,7 +193,7 @@ async fn an_event_received_elsewhere_wakes_an_idle_database_within_seconds() {
     for id in live {
         cluster.stop(id).await;
     }
-    queue.delete().await;
+    queue.delete(&endpoint).await;
 }
 
 /// Requests per database per scaled minute over `window`, leaving out
@@ -290,8 +295,9 @@ async fn idle_databases_cost_half_a_request_a_minute_with_events_and_fall_back_w
         "{idle:.2} requests per idle database-minute with events: {kinds}"
     );
 
-    // The queue gone: every node falls back and says so.
-    queue.delete().await;
+    // The queue gone (the bucket still notifying its ARN): every node
+    // falls back and says so.
+    queue.sqs.delete_queue(&queue.url).await.unwrap();
     poll_until(
         Duration::from_secs(60),
         "the nodes to fall back",
@@ -348,8 +354,7 @@ async fn idle_databases_cost_half_a_request_a_minute_with_events_and_fall_back_w
     // The queue answers but the bucket no longer notifies it: the
     // canaries (every half safety interval, 15 s here) stop the flow, and
     // setup run again restores it.
-    let empty = r#"<NotificationConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></NotificationConfiguration>"#;
-    set_notifications(&queue, &endpoint, empty).await;
+    set_notifications(&queue.sqs, &endpoint, EMPTY_NOTIFICATIONS).await;
     poll_until(
         Duration::from_secs(60),
         "the canaries to stop the flow",
@@ -379,7 +384,7 @@ async fn idle_databases_cost_half_a_request_a_minute_with_events_and_fall_back_w
     for id in ["v1", "v2"] {
         cluster.stop(id).await;
     }
-    queue.delete().await;
+    queue.delete(&endpoint).await;
 }
 
 /// `sleet events setup` and `sleet events check`, by the binary: the dry
@@ -474,6 +479,7 @@ async fn events_setup_and_check_by_the_binary() {
         text.contains("FAILED: no event within 3s: is the bucket notification set"),
         "{text}"
     );
+    set_notifications(&sqs, &endpoint, EMPTY_NOTIFICATIONS).await;
     for queue_url in [url, silent] {
         sqs.delete_queue(&queue_url).await.unwrap();
     }
