@@ -121,10 +121,12 @@ impl EventSource {
         self
     }
 
-    /// The state to report; `None` when no source is configured.
+    /// The state to report; `None` when no source is configured, or
+    /// this node does not receive (it polls, by choice).
     pub fn state(&self) -> Option<EventsState> {
         self.running
             .as_ref()
+            .filter(|_| self.receives)
             .map(|_| lock(&self.node.state).clone())
     }
 
