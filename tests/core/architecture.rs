@@ -41,6 +41,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "work",
         &[
             "idle",
+            "events",
             "outside_compactor",
             "copier",
             "compaction_code",
