@@ -229,6 +229,27 @@ async fn database_rate(
     )
 }
 
+/// Waits until every live node says events do not flow, and `sleet
+/// status` warns with `warning`.
+async fn until_fallen_back(cluster: &Cluster, warning: &str) {
+    poll_until(
+        Duration::from_secs(60),
+        "the nodes to fall back",
+        || async { (events_flow(cluster).await == Some(false)).then_some(()) },
+    )
+    .await;
+    let status = cluster
+        .fleet
+        .status(sleet::StatusOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        status.warnings.iter().any(|w| w.contains(warning)),
+        "{:?}",
+        status.warnings
+    );
+}
+
 /// Whether every live node's heartbeat says events flow (`Some(true)`),
 /// every one says they do not (`Some(false)`), or they disagree.
 async fn events_flow(cluster: &Cluster) -> Option<bool> {
@@ -298,25 +319,7 @@ async fn idle_databases_cost_half_a_request_a_minute_with_events_and_fall_back_w
     // The queue gone (the bucket still notifying its ARN): every node
     // falls back and says so.
     queue.sqs.delete_queue(&queue.url).await.unwrap();
-    poll_until(
-        Duration::from_secs(60),
-        "the nodes to fall back",
-        || async { (events_flow(&cluster).await == Some(false)).then_some(()) },
-    )
-    .await;
-    let status = cluster
-        .fleet
-        .status(sleet::StatusOptions::default())
-        .await
-        .unwrap();
-    assert!(
-        status
-            .warnings
-            .iter()
-            .any(|w| w.contains("receives no store events")),
-        "{:?}",
-        status.warnings
-    );
+    until_fallen_back(&cluster, "receives no store events").await;
     let (polling, kinds) = crate::idle::rate(&counting, minute * 5, DATABASES).await;
     eprintln!("events gone: {polling:.2} requests per idle database-minute ({kinds})");
     assert!(
@@ -355,25 +358,7 @@ async fn idle_databases_cost_half_a_request_a_minute_with_events_and_fall_back_w
     // canaries (every half safety interval, 15 s here) stop the flow, and
     // setup run again restores it.
     set_notifications(&queue.sqs, &endpoint, EMPTY_NOTIFICATIONS).await;
-    poll_until(
-        Duration::from_secs(60),
-        "the canaries to stop the flow",
-        || async { (events_flow(&cluster).await == Some(false)).then_some(()) },
-    )
-    .await;
-    let status = cluster
-        .fleet
-        .status(sleet::StatusOptions::default())
-        .await
-        .unwrap();
-    assert!(
-        status
-            .warnings
-            .iter()
-            .any(|w| w.contains("the canary event of s3://")),
-        "{:?}",
-        status.warnings
-    );
+    until_fallen_back(&cluster, "the canary event of s3://").await;
     TestQueue::notify(&endpoint, &queue.name).await;
     poll_until(
         Duration::from_secs(60),
