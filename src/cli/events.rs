@@ -52,7 +52,7 @@ pub async fn run(command: EventsCommand) -> Result<(), Error> {
             format,
         } => {
             let root = FleetRoot::open(&root)?;
-            let buckets = registered_buckets(&root).await;
+            let buckets = registered_buckets(&ConfigPoller::new().poll(&root).await);
             let endpoints =
                 setup::Endpoints::from_env().map_err(|e| Error::Events(e.to_string()))?;
             let report = setup::setup(&endpoints, &queue, &buckets, dry_run)
@@ -73,7 +73,7 @@ pub async fn run(command: EventsCommand) -> Result<(), Error> {
                     root.describe("sleet.toml")
                 ))
             })?;
-            let buckets = DatabaseIndex::new(view.databases.keys().map(String::as_str)).buckets();
+            let buckets = registered_buckets(&view);
             if buckets.is_empty() {
                 return Err(Error::Events("no registered database is on S3".into()));
             }
@@ -91,8 +91,7 @@ pub async fn run(command: EventsCommand) -> Result<(), Error> {
 }
 
 /// The buckets of the registered S3 databases.
-async fn registered_buckets(root: &FleetRoot) -> std::collections::BTreeSet<String> {
-    let view = ConfigPoller::new().poll(root).await;
+fn registered_buckets(view: &crate::root::FleetView) -> std::collections::BTreeSet<String> {
     DatabaseIndex::new(view.databases.keys().map(String::as_str)).buckets()
 }
 

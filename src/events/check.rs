@@ -15,26 +15,12 @@ use object_store::{ObjectStoreExt, PutPayload};
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::notification::Created;
+use super::notification::{MARKER_DIR, check_token};
 use super::sqs::{QueueAddress, Sqs};
 use crate::root::FleetRoot;
 
-/// Where a check's marker goes in a bucket.
-pub const MARKER_DIR: &str = ".sleet-events-check";
 /// Where a node acknowledges a check's event under the fleet root.
 pub const ACK_DIR: &str = "events-check";
-
-/// The token of a check marker, if `object` is one.
-pub fn check_token(object: &Created) -> Option<&str> {
-    let name = object.key.strip_prefix(MARKER_DIR)?.strip_prefix('/')?;
-    let token = name.strip_suffix(".manifest")?;
-    let valid = !token.is_empty()
-        && token.len() <= 64
-        && token
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-');
-    valid.then_some(token)
-}
 
 /// What one bucket's marker showed.
 #[derive(Debug, Clone, Serialize)]
@@ -227,30 +213,5 @@ pub async fn acknowledge(root: &FleetRoot, token: &str, node_id: &str) {
     let ack = root.path(&format!("{ACK_DIR}/{token}"));
     if let Err(e) = root.store().put(&ack, node_id.to_string().into()).await {
         tracing::debug!("could not acknowledge events check {token}: {e}");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_check_markers_carry_a_token() {
-        let at = |key: &str| Created {
-            bucket: "b".into(),
-            key: key.into(),
-        };
-        assert_eq!(
-            check_token(&at(".sleet-events-check/abc-1.manifest")),
-            Some("abc-1")
-        );
-        for other in [
-            "db/manifest/00000000000000000001.manifest",
-            ".sleet-events-check/a/b.manifest",
-            ".sleet-events-check/.manifest",
-            ".sleet-events-check/x.sst",
-        ] {
-            assert_eq!(check_token(&at(other)), None, "{other}");
-        }
     }
 }

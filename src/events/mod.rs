@@ -256,24 +256,20 @@ impl Consumer {
     /// Wakes the databases the messages name, and acknowledges the
     /// markers of `sleet events check`.
     fn act_on(&self, messages: &[sqs::Message]) {
-        let index = self.index.borrow().clone();
-        let mut woken = std::collections::BTreeSet::new();
-        for message in messages {
-            self.node.metrics.node.event_messages.inc();
-            for object in notification::created_objects(&message.body) {
-                if let Some(token) = check::check_token(&object) {
-                    let (root, token, node) = (
-                        self.node.root.clone(),
-                        token.to_string(),
-                        self.node.node_id.clone(),
-                    );
-                    tokio::spawn(async move { check::acknowledge(&root, &token, &node).await });
-                } else if let Some(database) = index.database_of(&object) {
-                    woken.insert(database.to_string());
-                }
-            }
+        self.node
+            .metrics
+            .node
+            .event_messages
+            .inc_by(messages.len() as u64);
+        let routed = self
+            .index
+            .borrow()
+            .route(messages.iter().map(|m| m.body.as_str()));
+        for token in routed.checks {
+            let (root, node) = (self.node.root.clone(), self.node.node_id.clone());
+            tokio::spawn(async move { check::acknowledge(&root, &token, &node).await });
         }
-        for database in woken {
+        for database in routed.databases {
             self.node.metrics.node.event_wakes.inc();
             debug!(%database, "event: a new manifest");
             self.node.wakes.event(&database);

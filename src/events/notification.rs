@@ -44,6 +44,21 @@ struct ObjectPart {
     key: String,
 }
 
+/// Where a check's marker goes in a bucket.
+pub const MARKER_DIR: &str = ".sleet-events-check";
+
+/// The token of a check marker, if `object` is one.
+pub fn check_token(object: &Created) -> Option<&str> {
+    let name = object.key.strip_prefix(MARKER_DIR)?.strip_prefix('/')?;
+    let token = name.strip_suffix(".manifest")?;
+    let valid = !token.is_empty()
+        && token.len() <= 64
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    valid.then_some(token)
+}
+
 /// One object a notification names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Created {
@@ -71,6 +86,15 @@ pub fn created_objects(body: &str) -> Vec<Created> {
             })
         })
         .collect()
+}
+
+/// What a batch of messages asks of the node that received it.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Routed {
+    /// Registered databases with a new manifest.
+    pub databases: BTreeSet<String>,
+    /// Tokens of `sleet events check` markers (and canaries).
+    pub checks: Vec<String>,
 }
 
 /// The registered S3 databases by bucket and key prefix, to route an
@@ -134,13 +158,18 @@ impl DatabaseIndex {
             .map(String::as_str)
     }
 
-    /// The databases a message body wakes, each once.
-    pub fn databases_in(&self, body: &str) -> BTreeSet<String> {
-        created_objects(body)
-            .iter()
-            .filter_map(|object| self.database_of(object))
-            .map(str::to_string)
-            .collect()
+    /// What message `bodies` ask of a node: the databases to wake (each
+    /// once) and the `sleet events check` markers to acknowledge.
+    pub fn route<'a>(&self, bodies: impl IntoIterator<Item = &'a str>) -> Routed {
+        let mut routed = Routed::default();
+        for object in bodies.into_iter().flat_map(created_objects) {
+            if let Some(token) = check_token(&object) {
+                routed.checks.push(token.to_string());
+            } else if let Some(database) = self.database_of(&object) {
+                routed.databases.insert(database.to_string());
+            }
+        }
+        routed
     }
 }
 
@@ -172,7 +201,13 @@ mod tests {
     fn a_new_manifest_wakes_its_database_and_nothing_else_does() {
         let index = DatabaseIndex::new(["s3://b/apps/one", "s3://b/two", "s3://c", "file:///x"]);
         assert_eq!(index.len(), 3);
-        let woken = |body: &str| index.databases_in(body).into_iter().collect::<Vec<_>>();
+        let woken = |body: &str| {
+            index
+                .route([body])
+                .databases
+                .into_iter()
+                .collect::<Vec<_>>()
+        };
         // Keys arrive URL-encoded, as S3 and the test server send them.
         assert_eq!(
             woken(&put(
@@ -184,6 +219,15 @@ mod tests {
         assert_eq!(
             woken(&put("b", "two/manifest/00000000000000000001.manifest")),
             ["s3://b/two"]
+        );
+        let check = put("c", ".sleet-events-check/tok-1.manifest");
+        assert_eq!(
+            index.route([check.as_str()]),
+            Routed {
+                databases: BTreeSet::new(),
+                checks: vec!["tok-1".to_string()],
+            },
+            "a check marker is acknowledged, not woken"
         );
         assert_eq!(
             woken(&put("c", "manifest/00000000000000000001.manifest")),
@@ -208,8 +252,30 @@ mod tests {
     fn a_key_with_spaces_decodes_as_a_form() {
         let index = DatabaseIndex::new(["s3://b/my%20db"]);
         assert_eq!(
-            index.databases_in(&put("b", "my+db/manifest/00000000000000000001.manifest")),
+            index
+                .route([put("b", "my+db/manifest/00000000000000000001.manifest").as_str()])
+                .databases,
             BTreeSet::from(["s3://b/my%20db".to_string()])
         );
+    }
+
+    #[test]
+    fn only_check_markers_carry_a_token() {
+        let at = |key: &str| Created {
+            bucket: "b".into(),
+            key: key.into(),
+        };
+        assert_eq!(
+            check_token(&at(".sleet-events-check/abc-1.manifest")),
+            Some("abc-1")
+        );
+        for other in [
+            "db/manifest/00000000000000000001.manifest",
+            ".sleet-events-check/a/b.manifest",
+            ".sleet-events-check/.manifest",
+            ".sleet-events-check/x.sst",
+        ] {
+            assert_eq!(check_token(&at(other)), None, "{other}");
+        }
     }
 }

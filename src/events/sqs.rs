@@ -7,7 +7,6 @@
 //! amazonaws.com/<account>/<name>` on AWS, the test server's own address
 //! locally. Requests go to its origin.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -305,9 +304,6 @@ fn string_field(reply: &Value, field: &str, call: &str) -> Result<String, SqsErr
         .map(str::to_string)
         .ok_or_else(|| SqsError::Invalid(format!("{call}: no {field} in the reply")))
 }
-
-/// Shared, for the consumer's tasks.
-pub type SharedSqs = Arc<Sqs>;
 
 #[cfg(test)]
 mod tests {

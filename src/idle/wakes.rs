@@ -579,13 +579,9 @@ mod tests {
         // No worker here: the marker reaches b's worker, once.
         let remote = b.listen("s3://bkt/db", Role::Workers);
         a.woke("s3://bkt/db");
-        let marker = root.path(&Marker::relative("a", Tell::Workers, "s3://bkt/db"));
-        for _ in 0..100 {
-            if root.store().head(&marker).await.is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let relative = Marker::relative("a", Tell::Workers, "s3://bkt/db");
+        until_written(&root, &relative).await;
+        let marker = root.path(&relative);
         assert_eq!(b.collect(&both, EXPIRY).await.unwrap(), 1);
         tokio::time::timeout(Duration::from_secs(1), remote.notify().notified())
             .await
@@ -653,12 +649,11 @@ mod tests {
         assert!(told(&coordinator) && told(&gc) && told(&workers));
 
         // More events within the gap write nothing at once ...
-        let first = root
-            .store()
-            .head(&root.path(&all))
-            .await
-            .unwrap()
-            .last_modified;
+        let modified = || async {
+            let head = root.store().head(&root.path(&all)).await;
+            head.unwrap().last_modified
+        };
+        let first = modified().await;
         for _ in 0..5 {
             a.event(db);
         }
@@ -671,12 +666,7 @@ mod tests {
         // ... and one marker at its end, so the burst's last is not lost.
         tokio::time::advance(EVENT_MARKER_GAP).await;
         for _ in 0..200 {
-            let now = root
-                .store()
-                .head(&root.path(&all))
-                .await
-                .unwrap()
-                .last_modified;
+            let now = modified().await;
             if now != first {
                 break;
             }
