@@ -307,8 +307,6 @@ struct IdleFleet {
 }
 
 impl IdleFleet {
-    /// Writes a `sleet.toml` that turns `[idle]` off: every service runs
-    /// all the time.
     /// Sets up an SQS queue on the local S3 server notified of the
     /// `sleet` bucket's new manifests, and names it in `sleet.toml`
     /// (`SLEET_BENCH_IDLE_EVENTS`, with `SLEET_BENCH_IDLE_S3`). Returns
@@ -341,20 +339,40 @@ impl IdleFleet {
         )
     }
 
+    /// Turns `[idle]` off: every service runs all the time.
     async fn turn_idle_off(&self) {
         self.write_config("[database.idle]\nenabled = false\n")
             .await;
     }
 
+    /// Sets the coordinator's `poll_interval` and the workers'
+    /// `compactions_poll_interval` to `every` (`SLEET_BENCH_IDLE_POLL`,
+    /// a duration such as `1s`): how fast an awake database's later
+    /// compactions are scheduled and picked up.
+    async fn set_polls(&self, every: &str) {
+        self.write_config(&format!(
+            "[database.compactor-coordinator]\npoll_interval = \"{every}\"\n\
+             [database.compaction-workers]\ncompactions_poll_interval = \"{every}\"\n"
+        ))
+        .await;
+    }
+
+    /// Adds `toml` to the fleet's `sleet.toml`.
     async fn write_config(&self, toml: &str) {
+        use object_store::ObjectStoreExt;
         let root = self.fleet.root();
-        object_store::ObjectStoreExt::put(
-            root.store().as_ref(),
-            &root.path("sleet.toml"),
-            toml.to_string().into(),
-        )
-        .await
-        .expect("sleet.toml");
+        let path = root.path("sleet.toml");
+        let mut text = match root.store().get(&path).await {
+            Ok(found) => String::from_utf8(found.bytes().await.expect("sleet.toml").to_vec())
+                .expect("sleet.toml in UTF-8"),
+            Err(object_store::Error::NotFound { .. }) => String::new(),
+            Err(e) => panic!("sleet.toml: {e}"),
+        };
+        text.push_str(toml);
+        root.store()
+            .put(&path, text.into())
+            .await
+            .expect("sleet.toml");
     }
 
     /// `count` copies of one small database written an hour ago (hard
@@ -902,7 +920,8 @@ async fn handover_bench() {
 /// 20 databases are written until L0 reaches the trigger, and each one's
 /// wait for its first compaction job. With `SLEET_BENCH_IDLE_S3` (under
 /// `scripts/bench`) the root and databases are on the local S3 server and
-/// every request the node sends it is counted.
+/// every request the node sends it is counted. `SLEET_BENCH_IDLE_POLL`
+/// sets the coordinator's and workers' polls (default 5 s).
 async fn idle_bench() {
     let count = env_number("SLEET_BENCH_IDLE_DATABASES").map_or(IDLE_DATABASES, |n| n as usize);
     let idle_off = std::env::var_os("SLEET_BENCH_IDLE_OFF").is_some();
@@ -912,6 +931,10 @@ async fn idle_bench() {
     let plain = idle.fleet.clone();
     if idle_off {
         idle.turn_idle_off().await;
+    }
+    let polls = std::env::var("SLEET_BENCH_IDLE_POLL").ok();
+    if let Some(every) = &polls {
+        idle.set_polls(every).await;
     }
     let events = std::env::var_os("SLEET_BENCH_IDLE_EVENTS").is_some();
     let queue = if events {
@@ -932,8 +955,11 @@ async fn idle_bench() {
         (false, true) => "default settings, [events] from an SQS queue",
         (false, false) => "default settings",
     };
+    let polls = polls.map_or(String::new(), |every| {
+        format!(", coordinator and worker polls every {every}")
+    });
     println!(
-        "idle: one node owning {count} idle databases x 3 services, {mode}, {window_secs} s window"
+        "idle: one node owning {count} idle databases x 3 services, {mode}{polls}, {window_secs} s window"
     );
     println!("{}", measured.report("idle", count));
 

@@ -92,7 +92,9 @@ pub async fn run(command: EventsCommand) -> Result<(), Error> {
 
 /// The buckets of the registered S3 databases.
 fn registered_buckets(view: &crate::root::FleetView) -> std::collections::BTreeSet<String> {
-    DatabaseIndex::new(view.databases.keys().map(String::as_str)).buckets()
+    DatabaseIndex::new(view.databases.keys().map(String::as_str))
+        .buckets()
+        .clone()
 }
 
 /// Whether any node's heartbeat is live.

@@ -22,6 +22,19 @@ use crate::root::FleetRoot;
 /// Where a node acknowledges a check's event under the fleet root.
 pub const ACK_DIR: &str = "events-check";
 
+/// How old an acknowledgement is before any node's canary round deletes
+/// it. A waiting check reads its acknowledgement within a second of its
+/// writing; one older than this belongs to a check that gave up (the
+/// event came late) or to a marker nobody waits for, and would otherwise
+/// stay under the root for good.
+pub const ACK_LIFETIME: Duration = Duration::from_secs(600);
+
+/// The gaps between reads of an awaited acknowledgement: from 100 ms,
+/// doubling to a second, so a quick event is timed closely and one that
+/// never comes costs about a read a second.
+const ACK_POLL_MIN: Duration = Duration::from_millis(100);
+const ACK_POLL_MAX: Duration = Duration::from_secs(1);
+
 /// What one bucket's marker showed.
 #[derive(Debug, Clone, Serialize)]
 pub struct BucketCheck {
@@ -155,6 +168,7 @@ async fn wait_for_ack(
 ) -> Result<Option<String>, String> {
     let ack = root.path(&format!("{ACK_DIR}/{token}"));
     let deadline = Instant::now() + timeout;
+    let mut gap = ACK_POLL_MIN;
     while Instant::now() < deadline {
         match root.get_bytes(&ack).await {
             Ok(body) => {
@@ -169,7 +183,8 @@ async fn wait_for_ack(
                 ));
             }
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(gap).await;
+        gap = (gap * 2).min(ACK_POLL_MAX);
     }
     Ok(None)
 }
@@ -213,5 +228,66 @@ pub async fn acknowledge(root: &FleetRoot, token: &str, node_id: &str) {
     let ack = root.path(&format!("{ACK_DIR}/{token}"));
     if let Err(e) = root.store().put(&ack, node_id.to_string().into()).await {
         tracing::debug!("could not acknowledge events check {token}: {e}");
+    }
+}
+
+/// Deletes acknowledgements older than [`ACK_LIFETIME`]; how many.
+pub async fn sweep_stale_acks(root: &FleetRoot) -> Result<usize, object_store::Error> {
+    use futures::TryStreamExt;
+    let acks: Vec<object_store::ObjectMeta> = root
+        .store()
+        .list(Some(&root.path(ACK_DIR)))
+        .try_collect()
+        .await?;
+    let stale = stale_acks(&acks, chrono::Utc::now());
+    for location in &stale {
+        match root.store().delete(location).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(stale.len())
+}
+
+/// The acknowledgements among `acks` written over [`ACK_LIFETIME`]
+/// before `now`.
+fn stale_acks(
+    acks: &[object_store::ObjectMeta],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<object_store::path::Path> {
+    let lifetime = chrono::Duration::from_std(ACK_LIFETIME).expect("a short lifetime");
+    acks.iter()
+        .filter(|meta| now - meta.last_modified > lifetime)
+        .map(|meta| meta.location.clone())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_acknowledgements_past_their_lifetime_are_swept() {
+        let now = chrono::Utc::now();
+        let ack = |name: &str, age_secs: i64| object_store::ObjectMeta {
+            location: object_store::path::Path::from(format!("root/{ACK_DIR}/{name}")),
+            last_modified: now - chrono::Duration::seconds(age_secs),
+            size: 8,
+            e_tag: None,
+            version: None,
+        };
+        let acks = [
+            ack("fresh", 1),
+            ack("waited-for", 599),
+            ack("late", 601),
+            ack("old", 86_400),
+        ];
+        assert_eq!(
+            stale_acks(&acks, now),
+            [
+                object_store::path::Path::from(format!("root/{ACK_DIR}/late")),
+                object_store::path::Path::from(format!("root/{ACK_DIR}/old")),
+            ]
+        );
     }
 }

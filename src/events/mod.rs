@@ -305,6 +305,11 @@ impl Consumer {
                 debug!(%bucket, after = ?probed.arrived_after_secs, "canary event arrived");
             }
             self.report(|p| p.canary = problem);
+            match check::sweep_stale_acks(&self.node.root).await {
+                Ok(0) => {}
+                Ok(swept) => debug!(swept, "deleted stale events-check acknowledgements"),
+                Err(e) => debug!("could not sweep events-check acknowledgements: {e}"),
+            }
             tokio::select! {
                 () = token.cancelled() => return,
                 () = tokio::time::sleep(every) => {}

@@ -15,6 +15,12 @@ use serde::Deserialize;
 /// The most records one message is read for: S3 sends one per message.
 const MAX_RECORDS: usize = 100;
 
+/// The most check markers one batch of messages gets acknowledged (each a
+/// PUT under the fleet root): a receive holds at most ten messages, and S3
+/// sends one record a message, so genuine markers never come near it; a
+/// forged message of a hundred markers costs no more than this.
+pub const MAX_CHECKS: usize = 16;
+
 #[derive(Deserialize)]
 struct Body {
     #[serde(rename = "Records", default)]
@@ -93,8 +99,10 @@ pub fn created_objects(body: &str) -> Vec<Created> {
 pub struct Routed {
     /// Registered databases with a new manifest.
     pub databases: BTreeSet<String>,
-    /// Tokens of `sleet events check` markers (and canaries).
-    pub checks: Vec<String>,
+    /// Tokens of `sleet events check` markers (and canaries) in the
+    /// buckets registered databases live in, each once, at most
+    /// [`MAX_CHECKS`].
+    pub checks: BTreeSet<String>,
 }
 
 /// The registered S3 databases by bucket and key prefix, to route an
@@ -103,17 +111,20 @@ pub struct Routed {
 pub struct DatabaseIndex {
     /// (bucket, prefix without slashes at either end) to database URL.
     by_place: HashMap<(String, String), String>,
+    /// The buckets of `by_place`.
+    buckets: BTreeSet<String>,
 }
 
 impl DatabaseIndex {
     /// The index of `urls` (canonical database URLs); those not on S3 are
     /// left out: no S3 notification names them.
     pub fn new<'a>(urls: impl IntoIterator<Item = &'a str>) -> DatabaseIndex {
-        let by_place = urls
+        let by_place: HashMap<(String, String), String> = urls
             .into_iter()
             .filter_map(|url| Some((s3_place(url)?, url.to_string())))
             .collect();
-        DatabaseIndex { by_place }
+        let buckets = by_place.keys().map(|(b, _)| b.clone()).collect();
+        DatabaseIndex { by_place, buckets }
     }
 
     pub fn len(&self) -> usize {
@@ -138,8 +149,8 @@ impl DatabaseIndex {
     }
 
     /// The buckets the databases live in.
-    pub fn buckets(&self) -> BTreeSet<String> {
-        self.by_place.keys().map(|(b, _)| b.clone()).collect()
+    pub fn buckets(&self) -> &BTreeSet<String> {
+        &self.buckets
     }
 
     /// The database `object` is a new manifest of, if it is one.
@@ -159,12 +170,16 @@ impl DatabaseIndex {
     }
 
     /// What message `bodies` ask of a node: the databases to wake (each
-    /// once) and the `sleet events check` markers to acknowledge.
+    /// once) and the `sleet events check` markers to acknowledge. A
+    /// marker in a bucket no registered database lives in is another
+    /// fleet's (or forged), and gets nothing.
     pub fn route<'a>(&self, bodies: impl IntoIterator<Item = &'a str>) -> Routed {
         let mut routed = Routed::default();
         for object in bodies.into_iter().flat_map(created_objects) {
             if let Some(token) = check_token(&object) {
-                routed.checks.push(token.to_string());
+                if routed.checks.len() < MAX_CHECKS && self.buckets.contains(&object.bucket) {
+                    routed.checks.insert(token.to_string());
+                }
             } else if let Some(database) = self.database_of(&object) {
                 routed.databases.insert(database.to_string());
             }
@@ -225,9 +240,23 @@ mod tests {
             index.route([check.as_str()]),
             Routed {
                 databases: BTreeSet::new(),
-                checks: vec!["tok-1".to_string()],
+                checks: BTreeSet::from(["tok-1".to_string()]),
             },
             "a check marker is acknowledged, not woken"
+        );
+        let elsewhere = put("other", ".sleet-events-check/tok-2.manifest");
+        assert_eq!(
+            index.route([elsewhere.as_str()]),
+            Routed::default(),
+            "a marker in a bucket of no registered database is not acknowledged"
+        );
+        let many: Vec<String> = (0..100)
+            .map(|i| put("b", &format!(".sleet-events-check/tok-{}.manifest", i % 40)))
+            .collect();
+        assert_eq!(
+            index.route(many.iter().map(String::as_str)).checks.len(),
+            MAX_CHECKS,
+            "markers are acknowledged once each, and a flood of them only up to a bound"
         );
         assert_eq!(
             woken(&put("c", "manifest/00000000000000000001.manifest")),

@@ -469,3 +469,247 @@ async fn events_setup_and_check_by_the_binary() {
         sqs.delete_queue(&queue_url).await.unwrap();
     }
 }
+
+impl TestQueue {
+    /// Posts `body` to the queue, as the store would a notification.
+    async fn post(&self, endpoint: &str, body: &str) {
+        let request = http::Request::post(format!("{endpoint}/"))
+            .header("content-type", "application/x-amz-json-1.0")
+            .header("x-amz-target", "AmazonSQS.SendMessage")
+            .body(serde_json::json!({"QueueUrl": self.url, "MessageBody": body}).to_string())
+            .unwrap();
+        let reply = self
+            .sqs
+            .calls()
+            .send("SendMessage", "sqs", request)
+            .await
+            .unwrap();
+        assert_eq!(reply.status, 200, "SendMessage: {}", reply.body);
+    }
+
+    /// Waits until the queue holds no message, visible or in flight:
+    /// the node has received and deleted every one.
+    async fn until_consumed(&self, endpoint: &str) {
+        poll_until(
+            Duration::from_secs(30),
+            "the node to consume the queue",
+            || async {
+                let request = http::Request::post(format!("{endpoint}/"))
+                    .header("content-type", "application/x-amz-json-1.0")
+                    .header("x-amz-target", "AmazonSQS.GetQueueAttributes")
+                    .body(
+                        serde_json::json!({"QueueUrl": self.url, "AttributeNames": [
+                            "ApproximateNumberOfMessages",
+                            "ApproximateNumberOfMessagesNotVisible"
+                        ]})
+                        .to_string(),
+                    )
+                    .unwrap();
+                let reply = self
+                    .sqs
+                    .calls()
+                    .send("GetQueueAttributes", "sqs", request)
+                    .await
+                    .ok()?;
+                let value: serde_json::Value = serde_json::from_str(&reply.body).ok()?;
+                let attributes = value.get("Attributes")?.as_object()?;
+                attributes
+                    .values()
+                    .all(|n| n.as_str() == Some("0"))
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+}
+
+/// An S3 notification of `key` in `bucket`, as the store sends it
+/// (`ObjectCreated:Put` unless `event` says otherwise).
+fn notification(bucket: &str, key: &str, event: &str) -> String {
+    serde_json::json!({"Records": [{
+        "eventVersion": "2.1", "eventSource": "aws:s3", "eventName": event,
+        "s3": {"bucket": {"name": bucket}, "object": {"key": key, "size": 1}}
+    }]})
+    .to_string()
+}
+
+/// The requests the nodes sent the database bucket since `before`
+/// (canaries left out).
+fn requests_since(
+    counting: &CountingStore,
+    before: &std::collections::BTreeMap<String, u64>,
+) -> u64 {
+    counting
+        .by_kind()
+        .into_iter()
+        .filter(|(kind, _)| !kind.ends_with(".sleet-events-check"))
+        .map(|(kind, n)| n - before.get(&kind).copied().unwrap_or(0))
+        .sum()
+}
+
+/// Duplicate, late and foreign events change nothing but cost. Posted
+/// to the queue by hand, as a store, a replaying queue or another fleet
+/// would send them: notifications of another bucket, of an unregistered
+/// database, of a database's other objects and deletions, a check marker
+/// in a bucket of no registered database, a test event and junk; then,
+/// once a genuine flush has woken and compacted the database, twenty
+/// copies of its newest manifest's event and five of its oldest. The
+/// database's compactor epoch (it moves at every coordinator start), its
+/// shape and its data stay as they were, events keep flowing, and a
+/// foreign marker is not acknowledged. The control: the genuine event,
+/// the same way in, does move the epoch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn duplicate_late_and_foreign_events_change_nothing_but_cost() {
+    let Some(endpoint) = endpoint() else { return };
+    let _alone = crate::HEAVY.lock().await;
+    let queue = TestQueue::new(&endpoint, "events-replayed").await;
+    let cluster = Cluster::on_s3(&wake_toml(&queue), &endpoint).await;
+    let (mut cluster, counting) = cluster.with_counting(&endpoint);
+    let url = cluster.db_url("replayed");
+    let prefix = url
+        .strip_prefix(&format!("s3://{BUCKET}/"))
+        .unwrap()
+        .to_string();
+    flush_one_key(&url, 0).await;
+    cluster.fleet.register(&url).await.unwrap();
+    cluster.spawn("r1");
+    poll_until(Duration::from_secs(30), "events to flow", || async {
+        (events_flow(&cluster).await == Some(true)).then_some(())
+    })
+    .await;
+    // The first looks run the services for `sleep_after` (2 s), and the
+    // coordinator's start moves the epoch once.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let settled = (db::compactor_epoch(&url).await, db::shape(&url).await);
+
+    let manifest = |id: u64| format!("{prefix}/manifest/{id:020}.manifest");
+    let foreign = [
+        notification("elsewhere", &manifest(99), "ObjectCreated:Put"),
+        notification(
+            BUCKET,
+            &format!("{prefix}-unregistered/manifest/{:020}.manifest", 1),
+            "ObjectCreated:Put",
+        ),
+        notification(
+            BUCKET,
+            &format!("{prefix}/wal/{:020}.sst", 1),
+            "ObjectCreated:Put",
+        ),
+        notification(
+            BUCKET,
+            &format!("{prefix}/compacted/x.manifest"),
+            "ObjectCreated:Put",
+        ),
+        notification(BUCKET, &manifest(1), "ObjectRemoved:Delete"),
+        notification(
+            "elsewhere",
+            ".sleet-events-check/forged-1.manifest",
+            "ObjectCreated:Put",
+        ),
+        r#"{"Service":"Amazon S3","Event":"s3:TestEvent","Bucket":"elsewhere"}"#.to_string(),
+        "not json".to_string(),
+    ];
+    let before = counting.by_kind();
+    for body in &foreign {
+        queue.post(&endpoint, body).await;
+    }
+    queue.until_consumed(&endpoint).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    eprintln!(
+        "events: {} foreign messages cost {} requests at the database bucket",
+        foreign.len(),
+        requests_since(&counting, &before)
+    );
+    assert_eq!(
+        (db::compactor_epoch(&url).await, db::shape(&url).await),
+        settled,
+        "foreign events changed the database"
+    );
+    assert_eq!(
+        events_flow(&cluster).await,
+        Some(true),
+        "foreign events stopped the flow"
+    );
+    let root = cluster.fleet.root();
+    let acks: Vec<String> = futures::TryStreamExt::try_collect::<Vec<_>>(
+        root.store()
+            .list(Some(&root.path(sleet::events::check::ACK_DIR))),
+    )
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|meta| meta.location.to_string())
+    .collect();
+    assert!(
+        !acks.iter().any(|a| a.contains("forged-1")),
+        "a marker in a bucket of no registered database was acknowledged: {acks:?}"
+    );
+
+    // The control: a genuine flush to the trigger, its event the same way
+    // in, wakes the coordinator (the epoch moves) and it compacts.
+    flush_one_key(&url, 1).await;
+    poll_until(
+        Duration::from_secs(30),
+        "the genuine event's compaction",
+        || async { (db::shape(&url).await.1 > 0).then_some(()) },
+    )
+    .await;
+    let woken = db::compactor_epoch(&url).await;
+    assert!(
+        woken > settled.0,
+        "the genuine event did not start the coordinator"
+    );
+    // Asleep again, and every manifest event of the wake consumed.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    queue.until_consumed(&endpoint).await;
+    let awake_then = (db::compactor_epoch(&url).await, db::shape(&url).await);
+
+    let manifests = db::objects(&url, "manifest").await;
+    let (oldest, newest) = (
+        manifests.first().unwrap().clone(),
+        manifests.last().unwrap().clone(),
+    );
+    let before = counting.by_kind();
+    for _ in 0..20 {
+        let key = format!("{prefix}/manifest/{newest}");
+        queue
+            .post(&endpoint, &notification(BUCKET, &key, "ObjectCreated:Put"))
+            .await;
+    }
+    for _ in 0..5 {
+        let key = format!("{prefix}/manifest/{oldest}");
+        queue
+            .post(&endpoint, &notification(BUCKET, &key, "ObjectCreated:Put"))
+            .await;
+    }
+    queue.until_consumed(&endpoint).await;
+    // The nudged looks: 0.5, 1, 2 and 4 s after the nudge.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let cost = requests_since(&counting, &before);
+    eprintln!("events: 25 duplicate and late events cost {cost} requests at the database bucket");
+    // However many copies arrive, each service takes its few nudged looks
+    // (0.5, 1, 2, 4 s): about 40 requests here. Were each copy a wake, the
+    // coordinator would start and the cost pass 600.
+    assert!(
+        cost <= 100,
+        "25 duplicate and late events cost {cost} requests"
+    );
+    assert_eq!(
+        (db::compactor_epoch(&url).await, db::shape(&url).await),
+        awake_then,
+        "duplicate or late events changed the database"
+    );
+    assert_eq!(events_flow(&cluster).await, Some(true));
+    let reader = db::open_writer(&url).await;
+    for round in 0..2 {
+        let value = reader.get(db::key(round, 0)).await.unwrap();
+        assert_eq!(
+            value.as_deref(),
+            Some(&db::value(round, 0)[..]),
+            "round {round}"
+        );
+    }
+    reader.close().await.unwrap();
+    cluster.stop("r1").await;
+    queue.delete(&endpoint).await;
+}
