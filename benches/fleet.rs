@@ -28,6 +28,14 @@ fn main() {
         .filter(|a| !a.starts_with('-'))
         .collect();
     let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f));
+    // `SLEET_BENCH_LOG=<filter>` (e.g. `sleet::idle=trace`): the node's
+    // log on standard error, to see what a figure is made of.
+    if let Ok(filter) = std::env::var("SLEET_BENCH_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .init();
+    }
     if std::env::var_os("SLEET_BENCH_IDLE_S3").is_some() {
         let endpoint = std::env::var("SLEET_S3_ENDPOINT")
             .expect("SLEET_BENCH_IDLE_S3 needs the local S3 server: run under scripts/bench");
@@ -948,7 +956,7 @@ async fn idle_bench() {
         "idle: warming up {} s, then measuring {window_secs} s",
         warmup.as_secs()
     );
-    tokio::time::sleep(warmup).await;
+    warm_up(&node, warmup, count).await;
     let measured = node.measure(window_secs, count).await;
     let mode = match (idle_off, events) {
         (true, _) => "[idle] off",
@@ -962,6 +970,10 @@ async fn idle_bench() {
         "idle: one node owning {count} idle databases x 3 services, {mode}{polls}, {window_secs} s window"
     );
     println!("{}", measured.report("idle", count));
+    let [coordinators, workers, gc] = sleet::idle::awake_services();
+    println!(
+        "idle: awake at the window's end: {coordinators} coordinators, {workers} workers, {gc} GC"
+    );
 
     let woken = &idle.urls[..WAKES.min(count)];
     let delays = wake_delays(woken).await;
@@ -976,7 +988,8 @@ async fn idle_bench() {
             spread(delays)
         );
     }
-    let stalled = &idle.urls[woken.len()..(woken.len() + STALLS).min(count)];
+    let bursts = env_number("SLEET_BENCH_IDLE_BURSTS").map_or(STALLS, |n| n as usize);
+    let stalled = &idle.urls[woken.len()..(woken.len() + bursts).min(count)];
     let stalls = futures::future::join_all(stalled.iter().enumerate().map(|(i, url)| async move {
         tokio::time::sleep(Duration::from_millis(i as u64 * 7000)).await;
         stalled_burst(url).await
@@ -992,6 +1005,35 @@ async fn idle_bench() {
     node.stop().await;
     if let Some((sqs, url)) = queue {
         sqs.delete_queue(&url).await.expect("DeleteQueue");
+    }
+}
+
+/// Waits out `warmup`, printing the requests per database-minute of
+/// each 5 minutes of it: whether the node has settled when the window
+/// opens shows in the trend.
+async fn warm_up(node: &CountedNode, warmup: Duration, count: usize) {
+    const STEP: u64 = 300;
+    let mut left = warmup.as_secs();
+    while left > 0 {
+        let step = left.min(STEP);
+        let measured = node.measure(step, count).await;
+        left -= step;
+        let mut kinds = measured.kinds.clone();
+        kinds.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let top: Vec<String> = kinds
+            .iter()
+            .take(4)
+            .map(|(kind, rate)| format!("{kind} {rate:.2}"))
+            .collect();
+        let [coordinators, workers, gc] = sleet::idle::awake_services();
+        eprintln!(
+            "idle: warm-up, {} s to go: {:.2} requests per database-minute ({}), CPU {:.2} s/min; \
+             awake: {coordinators} coordinators, {workers} workers, {gc} GC",
+            left,
+            measured.per_database,
+            top.join(", "),
+            measured.cpu_per_minute
+        );
     }
 }
 
@@ -1011,7 +1053,7 @@ fn spread(mut seconds: Vec<f64>) -> String {
 
 /// Databases woken to measure the delay.
 const WAKES: usize = 20;
-/// Databases that take a stalling burst.
+/// Databases that take a stalling burst, 7 s apart (`SLEET_BENCH_IDLE_BURSTS`).
 const STALLS: usize = 5;
 
 /// Wakes each database (staggered over 40 s, so the wakes fall at every

@@ -333,6 +333,15 @@ where
         // busy look (three or four requests) took so long that a starting
         // worker only moved in the `probe_min` gaps between looks.
         let child = token.child_token();
+        let _awake = Awake::count(watch.watched());
+        // Busy looks are `probe_min` apart: a HEAD of the next version
+        // follows them, whatever the idle looks' back-off needed. Left
+        // LISTing from an idle look under events, every busy look of
+        // every awake service was a LIST (twelve times a HEAD's price on
+        // S3); at 1,000 databases on the S3 server those LISTs kept the
+        // server saturated, its slow replies kept every GC awake, and
+        // idle databases cost 9 requests a minute instead of 0.3.
+        watch.set_list_always_beyond(false);
         let mut run = Box::pin(service(child.clone()));
         loop {
             tokio::select! {
@@ -364,6 +373,40 @@ where
                 }
             }
         }
+    }
+}
+
+/// Services running now by what they watch (coordinators, workers, GC),
+/// counted across every node of this process: what a benchmark reads to
+/// see how many of its databases are awake.
+static AWAKE: [std::sync::atomic::AtomicUsize; 3] =
+    [const { std::sync::atomic::AtomicUsize::new(0) }; 3];
+
+/// Coordinators, workers and GC services awake in this process.
+pub fn awake_services() -> [usize; 3] {
+    AWAKE
+        .each_ref()
+        .map(|n| n.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// One awake service in [`AWAKE`], for as long as it lives.
+struct Awake(usize);
+
+impl Awake {
+    fn count(watched: watch::Watched) -> Awake {
+        let slot = match watched {
+            watch::Watched::Manifest { .. } => 0,
+            watch::Watched::Compactions => 1,
+            watch::Watched::Changes => 2,
+        };
+        AWAKE[slot].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Awake(slot)
+    }
+}
+
+impl Drop for Awake {
+    fn drop(&mut self) {
+        AWAKE[self.0].fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -594,6 +637,53 @@ mod tests {
             looks <= 3,
             "{looks} look requests while the service took 20 steps"
         );
+    }
+
+    /// While events flow an idle look LISTs (looks that far apart could
+    /// miss a version written and collected between them), but the busy
+    /// looks, `probe_min` apart, HEAD the next version. The control: with
+    /// the busy looks left LISTing, the service saw a LIST per look.
+    #[tokio::test]
+    async fn busy_looks_head_while_events_flow() {
+        use crate::database::DatabaseHandle;
+        use crate::testing::{CountingStore, Op};
+        use std::sync::Arc;
+        let counting = Arc::new(CountingStore::new(Arc::new(
+            object_store::memory::InMemory::new(),
+        )));
+        let db = DatabaseHandle::from_parts("memory:///db".into(), counting.clone(), "db".into());
+        let mut watch = watch::VersionWatch::new(db, watch::Watched::Changes, false);
+        let settings = IdleSettings {
+            probe_min: Duration::from_millis(10),
+            ..IdleSettings::default()
+        };
+        let flow = flow::EventFlow::default();
+        flow.set(Some(secs(600)));
+        let signals = Signals {
+            flow: Some(&flow),
+            ..Signals::default()
+        };
+        let token = tokio_util::sync::CancellationToken::new();
+        let busy_looks = Arc::new(std::sync::Mutex::new(None));
+        let service = |_| {
+            let (counting, looks) = (counting.clone(), busy_looks.clone());
+            async move {
+                let before = (counting.count(Op::List), counting.count(Op::Head));
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                *looks.lock().unwrap() = Some((
+                    counting.count(Op::List) - before.0,
+                    counting.count(Op::Head) - before.1,
+                ));
+                Ok(())
+            }
+        };
+        let vet = || async { Ok::<(), ()>(()) };
+        run_while_busy(&mut watch, &settings, &token, &signals, vet, service)
+            .await
+            .unwrap();
+        let (lists, heads) = busy_looks.lock().unwrap().expect("the service ran");
+        assert!(heads >= 3, "{heads} HEADs while busy");
+        assert_eq!(lists, 0, "{lists} LISTs while busy ({heads} HEADs)");
     }
 
     #[test]

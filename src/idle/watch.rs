@@ -88,6 +88,10 @@ impl VersionWatch {
         }
     }
 
+    pub fn watched(&self) -> Watched {
+        self.watched
+    }
+
     /// Whether looks are now further apart than a HEAD can follow (a
     /// version written and collected between them): then every look
     /// LISTs, as with `list_always`.
