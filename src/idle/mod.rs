@@ -686,6 +686,57 @@ mod tests {
         assert_eq!(lists, 0, "{lists} LISTs while busy ({heads} HEADs)");
     }
 
+    /// A busy look does not wait for the node's look permit: with every
+    /// permit held elsewhere (idle looks queued on a slow store), the
+    /// busy looks still run, and the service sleeps on time. The control:
+    /// with busy looks taking a permit, none ran and the service never
+    /// slept.
+    #[tokio::test]
+    async fn busy_looks_need_no_look_permit() {
+        use crate::database::DatabaseHandle;
+        use crate::testing::{CountingStore, Op};
+        use std::sync::Arc;
+        let counting = Arc::new(CountingStore::new(Arc::new(
+            object_store::memory::InMemory::new(),
+        )));
+        let permits = Arc::new(tokio::sync::Semaphore::new(1));
+        let db = DatabaseHandle::from_parts("memory:///db".into(), counting.clone(), "db".into())
+            .with_look_limit(permits.clone());
+        let mut watch = watch::VersionWatch::new(db, watch::Watched::Changes, false);
+        let settings = IdleSettings {
+            probe_min: Duration::from_millis(10),
+            sleep_after: Duration::from_millis(300),
+            ..IdleSettings::default()
+        };
+        let token = tokio_util::sync::CancellationToken::new();
+        let slept = Arc::new(tokio::sync::Notify::new());
+        let service = |child: tokio_util::sync::CancellationToken| {
+            let (permits, slept) = (permits.clone(), slept.clone());
+            async move {
+                // The first look is done: from now on every permit is
+                // someone else's.
+                let _all = permits.acquire_owned().await.unwrap();
+                child.cancelled().await;
+                slept.notify_one();
+                Ok(())
+            }
+        };
+        let vet = || async { Ok::<(), ()>(()) };
+        let signals = Signals::default();
+        let heads_before = counting.count(Op::Head);
+        let run = run_while_busy(&mut watch, &settings, &token, &signals, vet, service);
+        tokio::select! {
+            _ = run => panic!("the task ended"),
+            () = slept.notified() => {}
+            () = tokio::time::sleep(Duration::from_secs(5)) => {
+                panic!(
+                    "the service never slept: {} busy looks",
+                    counting.count(Op::Head) - heads_before
+                )
+            }
+        }
+    }
+
     #[test]
     fn a_look_goes_on_the_grid_at_most_one_step_late() {
         let origin = tokio::time::Instant::now();

@@ -146,8 +146,20 @@ impl VersionWatch {
     /// What the database shows now. While `busy`, a queued or running
     /// compaction counts as activity even when nothing moved (a long job
     /// commits only at its end).
+    ///
+    /// Only idle looks wait for the node's look permit (which bounds a
+    /// starting node's thousands of first looks). A busy look is one HEAD
+    /// every `probe_min` beside a service that sends far more, and the
+    /// look that lets the service sleep: queued behind the idle looks on
+    /// a store slowed by the services' own load, busy looks at 1,000
+    /// databases came minutes late, so no GC ever slept and the load
+    /// never eased.
     pub async fn look(&mut self, busy: bool) -> Look {
-        let _permit = self.db.look_permit().await;
+        let _permit = if busy {
+            None
+        } else {
+            self.db.look_permit().await
+        };
         // Boxed: held only while looking, not by every idle task.
         Box::pin(self.look_now(busy)).await
     }
