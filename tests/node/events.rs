@@ -115,6 +115,20 @@ async fn flush_one_key(url: &str, round: usize) {
     writer.close().await.unwrap();
 }
 
+/// The keys [`flush_one_key`] wrote in rounds 0 and 1 read back.
+async fn reads_back_both_flushes(url: &str) {
+    let reader = db::open_writer(url).await;
+    for round in 0..2 {
+        let value = reader.get(db::key(round, 0)).await.unwrap();
+        assert_eq!(
+            value.as_deref(),
+            Some(&db::value(round, 0)[..]),
+            "round {round}"
+        );
+    }
+    reader.close().await.unwrap();
+}
+
 /// A database idle for minutes is compacted within seconds of the flush
 /// that brings its L0 to the trigger, on a three-node fleet where the
 /// only node receiving events runs none of its compaction services: the
@@ -180,16 +194,7 @@ async fn an_event_received_elsewhere_wakes_an_idle_database_within_seconds() {
         "compacted {:.1} s after the trigger: the event did not wake it",
         took.as_secs_f64()
     );
-    let reader = db::open_writer(&url).await;
-    for round in 0..2 {
-        let value = reader.get(db::key(round, 0)).await.unwrap();
-        assert_eq!(
-            value.as_deref(),
-            Some(&db::value(round, 0)[..]),
-            "round {round}"
-        );
-    }
-    reader.close().await.unwrap();
+    reads_back_both_flushes(&url).await;
     for id in live {
         cluster.stop(id).await;
     }
@@ -700,16 +705,7 @@ async fn duplicate_late_and_foreign_events_change_nothing_but_cost() {
         "duplicate or late events changed the database"
     );
     assert_eq!(events_flow(&cluster).await, Some(true));
-    let reader = db::open_writer(&url).await;
-    for round in 0..2 {
-        let value = reader.get(db::key(round, 0)).await.unwrap();
-        assert_eq!(
-            value.as_deref(),
-            Some(&db::value(round, 0)[..]),
-            "round {round}"
-        );
-    }
-    reader.close().await.unwrap();
+    reads_back_both_flushes(&url).await;
     cluster.stop("r1").await;
     queue.delete(&endpoint).await;
 }
