@@ -334,14 +334,6 @@ where
         // worker only moved in the `probe_min` gaps between looks.
         let child = token.child_token();
         let _awake = Awake::count(watch.watched());
-        // Busy looks are `probe_min` apart: a HEAD of the next version
-        // follows them, whatever the idle looks' back-off needed. Left
-        // LISTing from an idle look under events, every busy look of
-        // every awake service was a LIST (twelve times a HEAD's price on
-        // S3); at 1,000 databases on the S3 server those LISTs kept the
-        // server saturated, its slow replies kept every GC awake, and
-        // idle databases cost 9 requests a minute instead of 0.3.
-        watch.set_list_always_beyond(false);
         let mut run = Box::pin(service(child.clone()));
         loop {
             tokio::select! {
