@@ -184,8 +184,9 @@ impl Sqs {
         ))
     }
 
-    /// One JSON-protocol call; its reply's JSON.
-    async fn call(&self, action: &'static str, body: Value) -> Result<Value, SqsError> {
+    /// One JSON-protocol call (`action` as `AmazonSQS.<action>`); its
+    /// reply's JSON, or why the queue refused it.
+    pub async fn call(&self, action: &'static str, body: Value) -> Result<Value, SqsError> {
         let request = http::Request::post(format!("{}/", self.origin))
             .header("content-type", "application/x-amz-json-1.0")
             .header("x-amz-target", format!("AmazonSQS.{action}"))

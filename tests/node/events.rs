@@ -477,47 +477,35 @@ async fn events_setup_and_check_by_the_binary() {
 
 impl TestQueue {
     /// Posts `body` to the queue, as the store would a notification.
-    async fn post(&self, endpoint: &str, body: &str) {
-        let request = http::Request::post(format!("{endpoint}/"))
-            .header("content-type", "application/x-amz-json-1.0")
-            .header("x-amz-target", "AmazonSQS.SendMessage")
-            .body(serde_json::json!({"QueueUrl": self.url, "MessageBody": body}).to_string())
-            .unwrap();
-        let reply = self
-            .sqs
-            .calls()
-            .send("SendMessage", "sqs", request)
+    async fn post(&self, body: &str) {
+        self.sqs
+            .call(
+                "SendMessage",
+                serde_json::json!({"QueueUrl": self.url, "MessageBody": body}),
+            )
             .await
-            .unwrap();
-        assert_eq!(reply.status, 200, "SendMessage: {}", reply.body);
+            .expect("SendMessage");
     }
 
     /// Waits until the queue holds no message, visible or in flight:
     /// the node has received and deleted every one.
-    async fn until_consumed(&self, endpoint: &str) {
+    async fn until_consumed(&self) {
         poll_until(
             Duration::from_secs(30),
             "the node to consume the queue",
             || async {
-                let request = http::Request::post(format!("{endpoint}/"))
-                    .header("content-type", "application/x-amz-json-1.0")
-                    .header("x-amz-target", "AmazonSQS.GetQueueAttributes")
-                    .body(
+                let reply = self
+                    .sqs
+                    .call(
+                        "GetQueueAttributes",
                         serde_json::json!({"QueueUrl": self.url, "AttributeNames": [
                             "ApproximateNumberOfMessages",
                             "ApproximateNumberOfMessagesNotVisible"
-                        ]})
-                        .to_string(),
+                        ]}),
                     )
-                    .unwrap();
-                let reply = self
-                    .sqs
-                    .calls()
-                    .send("GetQueueAttributes", "sqs", request)
                     .await
                     .ok()?;
-                let value: serde_json::Value = serde_json::from_str(&reply.body).ok()?;
-                let attributes = value.get("Attributes")?.as_object()?;
+                let attributes = reply.get("Attributes")?.as_object()?;
                 attributes
                     .values()
                     .all(|n| n.as_str() == Some("0"))
@@ -616,9 +604,9 @@ async fn duplicate_late_and_foreign_events_change_nothing_but_cost() {
     ];
     let before = counting.by_kind();
     for body in &foreign {
-        queue.post(&endpoint, body).await;
+        queue.post(body).await;
     }
-    queue.until_consumed(&endpoint).await;
+    queue.until_consumed().await;
     tokio::time::sleep(Duration::from_secs(8)).await;
     eprintln!(
         "events: {} foreign messages cost {} requests at the database bucket",
@@ -666,7 +654,7 @@ async fn duplicate_late_and_foreign_events_change_nothing_but_cost() {
     );
     // Asleep again, and every manifest event of the wake consumed.
     tokio::time::sleep(Duration::from_secs(10)).await;
-    queue.until_consumed(&endpoint).await;
+    queue.until_consumed().await;
     let awake_then = (db::compactor_epoch(&url).await, db::shape(&url).await);
 
     let manifests = db::objects(&url, "manifest").await;
@@ -678,16 +666,16 @@ async fn duplicate_late_and_foreign_events_change_nothing_but_cost() {
     for _ in 0..20 {
         let key = format!("{prefix}/manifest/{newest}");
         queue
-            .post(&endpoint, &notification(BUCKET, &key, "ObjectCreated:Put"))
+            .post(&notification(BUCKET, &key, "ObjectCreated:Put"))
             .await;
     }
     for _ in 0..5 {
         let key = format!("{prefix}/manifest/{oldest}");
         queue
-            .post(&endpoint, &notification(BUCKET, &key, "ObjectCreated:Put"))
+            .post(&notification(BUCKET, &key, "ObjectCreated:Put"))
             .await;
     }
-    queue.until_consumed(&endpoint).await;
+    queue.until_consumed().await;
     // The nudged looks: 0.5, 1, 2 and 4 s after the nudge.
     tokio::time::sleep(Duration::from_secs(10)).await;
     let cost = requests_since(&counting, &before);
