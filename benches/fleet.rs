@@ -710,6 +710,21 @@ impl Measured {
 }
 
 impl CountedNode {
+    /// Tasks that failed and were restarted so far, every service's: a
+    /// node whose tasks keep failing (timeouts on a saturated store)
+    /// pays each restart's first looks again.
+    fn task_failures(&self) -> u64 {
+        sleet::service::Service::ALL
+            .iter()
+            .map(|service| {
+                let labels = sleet::metrics::ServiceLabels {
+                    service: service.to_string(),
+                };
+                self.metrics.tasks.restarts.get_or_create(&labels).get()
+            })
+            .sum()
+    }
+
     fn start(plain: &Fleet, id: &str) -> CountedNode {
         let root_counts = Arc::new(CountingStore::new(plain.root().store().clone()));
         let counted = root_counts.clone();
@@ -972,7 +987,9 @@ async fn idle_bench() {
     println!("{}", measured.report("idle", count));
     let [coordinators, workers, gc] = sleet::idle::awake_services();
     println!(
-        "idle: awake at the window's end: {coordinators} coordinators, {workers} workers, {gc} GC"
+        "idle: awake at the window's end: {coordinators} coordinators, {workers} workers, {gc} GC; \
+         {} task failures since the node started",
+        node.task_failures()
     );
 
     let woken = &idle.urls[..WAKES.min(count)];
@@ -1028,11 +1045,12 @@ async fn warm_up(node: &CountedNode, warmup: Duration, count: usize) {
         let [coordinators, workers, gc] = sleet::idle::awake_services();
         eprintln!(
             "idle: warm-up, {} s to go: {:.2} requests per database-minute ({}), CPU {:.2} s/min; \
-             awake: {coordinators} coordinators, {workers} workers, {gc} GC",
+             awake: {coordinators} coordinators, {workers} workers, {gc} GC; {} task failures so far",
             left,
             measured.per_database,
             top.join(", "),
-            measured.cpu_per_minute
+            measured.cpu_per_minute,
+            node.task_failures()
         );
     }
 }

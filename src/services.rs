@@ -494,10 +494,18 @@ impl DatabaseHandle {
             path: self.path(),
         };
         let limits = thresholds(outside);
+        // The time limit is the store's, so it starts once the node's look
+        // permit is held: the wait for a permit is the node's own queue.
+        // Counted from before it, a node starting over 1,000 databases on
+        // a slow store timed out most of its 2,000 first checks while they
+        // queued, and the tasks' restarts kept the store saturated.
         // Boxed: the look's state would otherwise sit in every idle
         // coordinator's and workers' task for its whole life.
-        let look = Box::pin(self.gated(outside_compactor::look(&target, records, &limits)));
-        let seen = tokio::time::timeout(ADMIN_CALL_TIMEOUT, look)
+        // (`timeout` fixes its deadline when called, hence the `async`
+        // block: it is first polled once the permit is held.)
+        let look = outside_compactor::look(&target, records, &limits);
+        let timed = async { tokio::time::timeout(ADMIN_CALL_TIMEOUT, look).await };
+        let seen = Box::pin(self.gated(timed))
             .await
             .map_err(|_| DatabaseError::Timeout {
                 what: "looking for an outside compactor",
@@ -670,6 +678,50 @@ mod tests {
     fn settings(toml: &str) -> crate::config::DatabaseSettings {
         let fleet = FleetConfig::default();
         fleet.resolve_database(&parse_database_config(&fleet, toml).unwrap())
+    }
+
+    /// The outside-compactor check's time limit counts from when the look
+    /// permit is held, not from when the task asked for it: with every
+    /// permit held for longer than the limit, and a store that takes
+    /// 10 s a request, the check still answers (here: no database). The
+    /// controls: timed from the request, it failed with a timeout (and at
+    /// 1,000 databases on a slow store most tasks' first checks did); so
+    /// did a `timeout` built before the permit and polled after it, which
+    /// passed this test while the store answered at once.
+    #[tokio::test(start_paused = true)]
+    async fn the_outside_compactor_check_is_timed_from_its_permit() {
+        use crate::root::FleetRoot;
+        use crate::testing::{Faults, FaultyStore};
+        let store = Arc::new(object_store::memory::InMemory::new());
+        let faults = Faults::new();
+        let reply_after = Duration::from_secs(10);
+        faults.slow_down("", reply_after);
+        let slow = Arc::new(FaultyStore::new(store.clone(), faults));
+        let permits = Arc::new(tokio::sync::Semaphore::new(1));
+        let db = DatabaseHandle::from_parts("memory:///db".into(), slow, "db".into())
+            .with_look_limit(permits.clone());
+        let root = FleetRoot::from_parts("memory:///fleet".into(), store, "fleet".into());
+        let records = EpochRecords::new(root, "n");
+        let outside = settings("").outside_compactor;
+        let held = permits.clone().acquire_owned().await.unwrap();
+        let queued = ADMIN_CALL_TIMEOUT * 2;
+        tokio::spawn(async move {
+            tokio::time::sleep(queued).await;
+            drop(held);
+        });
+        let asked = tokio::time::Instant::now();
+        let result = db.may_compact(&records, &outside).await;
+        assert!(
+            asked.elapsed() >= queued + reply_after,
+            "it waited for the permit, then the store"
+        );
+        assert!(
+            matches!(
+                result,
+                Err(ServiceError::Database(DatabaseError::NotADatabase { .. }))
+            ),
+            "{result:?}"
+        );
     }
 
     #[test]

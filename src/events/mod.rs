@@ -13,10 +13,14 @@
 //!
 //! Polling stays as the safety net. While receives succeed, idle looks
 //! back off to `safety_interval` (`idle::flow`): the longest a lost or
-//! late notification delays a wake-up. When a receive fails (the queue
-//! was deleted, credentials expired, the endpoint is down) the node falls
-//! back to `probe_max` at once, says so in its metrics, status and log,
-//! and returns to the safety interval at the first receive that succeeds.
+//! late notification delays a wake-up. When receives keep failing for
+//! [`RECEIVE_GRACE`] (the queue was deleted, credentials expired, the
+//! endpoint is down) the node falls back to `probe_max`, says so in its
+//! metrics, status and log, and returns to the safety interval at the
+//! first receive that succeeds. One failed receive is not a fallback: the
+//! queue keeps its messages, so a receive that errs once loses nothing,
+//! and falling back sends every idle look of the node at once to a store
+//! that may be what made the receive fail (see [`ReceiveHealth`]).
 //!
 //! A queue that answers proves nothing of the notifications that feed it
 //! (a bucket's configuration replaced, a policy changed), so a receiving
@@ -52,6 +56,36 @@ use sqs::{LONG_POLL, QueueAddress, Sqs};
 /// to [`RETRY_MAX`].
 const RETRY_MIN: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// How long receives must keep failing before the node falls back to
+/// polling: the retries after a first failure (1, 2, 4 and 8 s apart)
+/// fit in it, so one failure that the next retry clears is no fallback.
+pub const RECEIVE_GRACE: Duration = Duration::from_secs(15);
+
+/// Whether receives are failing long enough to fall back: the pure
+/// decision the receive loop follows. At 1,000 databases on an overloaded
+/// S3 server a single failed receive used to fall back at once: every
+/// idle look (3,000) came due within `probe_max`, then backed off to
+/// the safety interval again, five LISTs each, on the store whose
+/// overload had failed the receive.
+#[derive(Debug, Default)]
+pub struct ReceiveHealth {
+    failing_since: Option<tokio::time::Instant>,
+}
+
+impl ReceiveHealth {
+    /// A receive succeeded.
+    pub fn succeeded(&mut self) {
+        self.failing_since = None;
+    }
+
+    /// A receive failed at `now`: whether to fall back (receives have
+    /// failed for [`RECEIVE_GRACE`] without one succeeding).
+    pub fn failed(&mut self, now: tokio::time::Instant) -> bool {
+        let since = *self.failing_since.get_or_insert(now);
+        now.duration_since(since) >= RECEIVE_GRACE
+    }
+}
 
 /// The longest a canary waits for its event.
 const CANARY_WAIT: Duration = Duration::from_secs(30);
@@ -220,6 +254,7 @@ impl Consumer {
         };
         let url = &self.settings.queue_url;
         let mut retry = RETRY_MIN;
+        let mut health = ReceiveHealth::default();
         loop {
             self.node.metrics.node.event_queue_requests.inc();
             let received = tokio::select! {
@@ -229,6 +264,7 @@ impl Consumer {
             match received {
                 Ok(messages) => {
                     retry = RETRY_MIN;
+                    health.succeeded();
                     self.report(|p| p.receive = None);
                     self.act_on(&messages);
                     if !messages.is_empty() {
@@ -242,7 +278,12 @@ impl Consumer {
                 }
                 Err(e) => {
                     self.node.metrics.node.event_receive_failures.inc();
-                    self.report(|p| p.receive = Some(format!("receiving from {url}: {e}")));
+                    let problem = format!("receiving from {url}: {e}");
+                    if health.failed(tokio::time::Instant::now()) {
+                        self.report(|p| p.receive = Some(problem));
+                    } else {
+                        debug!("{problem}; trying again in {}s", retry.as_secs());
+                    }
                     tokio::select! {
                         () = token.cancelled() => break,
                         () = tokio::time::sleep(retry) => {}
@@ -393,4 +434,30 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A failure the next retries clear is no fallback; failures for the
+    /// whole grace are, and a success starts the grace afresh. The
+    /// control: with no grace (the first failure falls back), the first
+    /// assertion fails.
+    #[test]
+    fn only_receives_failing_for_the_grace_fall_back() {
+        let start = tokio::time::Instant::now();
+        let at = |secs: u64| start + Duration::from_secs(secs);
+        let mut health = ReceiveHealth::default();
+        assert!(!health.failed(at(0)), "one failure");
+        assert!(!health.failed(at(1)));
+        assert!(!health.failed(at(3)));
+        health.succeeded();
+        assert!(!health.failed(at(7)), "the grace starts again");
+        assert!(!health.failed(at(15)));
+        assert!(health.failed(at(22)), "failing for 15 s");
+        assert!(health.failed(at(52)), "still failing");
+        health.succeeded();
+        assert!(!health.failed(at(53)));
+    }
 }
