@@ -92,6 +92,12 @@ impl VersionWatch {
         self.watched
     }
 
+    /// Whether a look has followed the database yet: the first one that
+    /// does reports a move that is only its first sighting.
+    pub fn has_sighted(&self) -> bool {
+        self.seen.is_some()
+    }
+
     /// Whether looks are now further apart than a HEAD can follow (a
     /// version written and collected between them): then every idle look
     /// LISTs, as with `list_always` (busy looks still HEAD).
