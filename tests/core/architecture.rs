@@ -110,9 +110,21 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// A file's code without its `#[cfg(test)] mod tests` (tests may reach
-/// anywhere) and without comments.
+/// Whether a file is a module's tests kept beside it: a `tests.rs` that
+/// its folder's `mod.rs` declares as `#[cfg(test)] mod tests;`.
+fn is_test_file(path: &Path) -> bool {
+    path.file_name().is_some_and(|name| name == "tests.rs")
+        && std::fs::read_to_string(path.with_file_name("mod.rs"))
+            .is_ok_and(|parent| parent.contains("#[cfg(test)]\nmod tests;"))
+}
+
+/// A file's code without its tests (tests may reach anywhere, whether
+/// inline in `#[cfg(test)] mod tests` or in a test file) and without
+/// comments.
 fn code(path: &Path) -> String {
+    if is_test_file(path) {
+        return String::new();
+    }
     let text = std::fs::read_to_string(path).unwrap();
     let text = match text.find("#[cfg(test)]\nmod tests") {
         Some(at) => &text[..at],
@@ -338,6 +350,9 @@ fn the_checks_catch_what_they_are_about() {
         ["pass", "verify", "points", "pass"]
     );
     assert!(layer_of("config") < layer_of("plugin"));
+    assert!(is_test_file(&src().join("idle/tests.rs")));
+    assert!(!is_test_file(&src().join("idle/mod.rs")));
+    assert!(code(&src().join("idle/mod.rs")).contains("crate::"));
     assert_eq!(
         crate_imports("use crate::plugin::PluginKind; crate::Service::Gc"),
         BTreeSet::from(["plugin".to_string(), "service".to_string()])
