@@ -111,11 +111,16 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Whether a file is a module's tests kept beside it: a `tests.rs` that
-/// its folder's `mod.rs` declares as `#[cfg(test)] mod tests;`.
+/// the module owning its folder declares as `#[cfg(test)] mod tests;`.
+/// That module is the folder's `mod.rs`, or `<folder>.rs` beside the
+/// folder (as `src/root.rs` owns `src/root/`).
 fn is_test_file(path: &Path) -> bool {
+    let declares_tests = |owner: PathBuf| {
+        std::fs::read_to_string(owner).is_ok_and(|text| text.contains("#[cfg(test)]\nmod tests;"))
+    };
     path.file_name().is_some_and(|name| name == "tests.rs")
-        && std::fs::read_to_string(path.with_file_name("mod.rs"))
-            .is_ok_and(|parent| parent.contains("#[cfg(test)]\nmod tests;"))
+        && (declares_tests(path.with_file_name("mod.rs"))
+            || declares_tests(path.parent().unwrap().with_extension("rs")))
 }
 
 /// A file's code without its tests (tests may reach anywhere, whether
@@ -352,6 +357,14 @@ fn the_checks_catch_what_they_are_about() {
     assert!(layer_of("config") < layer_of("plugin"));
     assert!(is_test_file(&src().join("idle/tests.rs")));
     assert!(!is_test_file(&src().join("idle/mod.rs")));
+    // A folder owned by `<folder>.rs` beside it, as `src/root/` is.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("owner")).unwrap();
+    let tests = dir.path().join("owner/tests.rs");
+    std::fs::write(&tests, "use crate::testing::Faults;").unwrap();
+    assert!(!is_test_file(&tests), "no module declares it");
+    std::fs::write(dir.path().join("owner.rs"), "#[cfg(test)]\nmod tests;\n").unwrap();
+    assert!(is_test_file(&tests));
     assert!(code(&src().join("idle/mod.rs")).contains("crate::"));
     assert_eq!(
         crate_imports("use crate::plugin::PluginKind; crate::Service::Gc"),
