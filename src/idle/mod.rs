@@ -217,25 +217,34 @@ pub fn under_events(settings: &IdleSettings, safety: Option<Duration>) -> IdleSe
     }
 }
 
-/// The first look after the nudged one.
-const FIRST_FOLLOW_UP: Duration = Duration::from_millis(500);
+/// How far apart the looks after a nudge are, while the nudged work has
+/// not shown.
+const FOLLOW_UP: Duration = Duration::from_millis(500);
 
 /// Stands in for a service nobody nudges: never notified.
 static NEVER_NUDGED: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
-/// The wait before the next look after a nudge, while the nudged work
-/// has not shown: 0.5 s after the nudged look, then doubling while under
-/// `probe_min`; `None` once the work showed or the follow-ups are over.
+/// The wait before the next look, `since_nudge` after the last nudge
+/// (`None`: no nudge pending): every [`FOLLOW_UP`] until `probe_min` has
+/// passed since the nudge (from there the idle cadence looks every
+/// `probe_min`); `None` once the work showed or the window is over.
+///
+/// Evenly spaced, not doubling: the work comes when the nudging
+/// coordinator has started and queued its job, which is usually within
+/// half a second but takes longer on a loaded store. With looks 0.5, 1,
+/// 2 and 4 s apart, a job queued 1.6 s after the nudge waited until the
+/// look at 3.5 s, and one queued after 3.5 s until 7.5 s: an event wake
+/// once took 5.6 s where the rest of the chain takes under 2.5 s. This
+/// costs at most `probe_min / FOLLOW_UP` looks a nudge (10 at the
+/// default 5 s) where doubling cost 4.
 pub fn next_follow_up(
-    nudged: bool,
     look: Look,
-    current: Option<Duration>,
+    since_nudge: Option<Duration>,
     probe_min: Duration,
 ) -> Option<Duration> {
-    match (nudged, look, current) {
-        (_, Look::Moved | Look::Activity, _) => None,
-        (true, ..) => Some(FIRST_FOLLOW_UP),
-        (false, _, soon) => soon.map(|f| f * 2).filter(|f| *f < probe_min),
+    match (look, since_nudge) {
+        (Look::Moved | Look::Activity, _) | (_, None) => None,
+        (_, Some(since)) => (since + FOLLOW_UP < probe_min).then_some(FOLLOW_UP),
     }
 }
 
@@ -280,9 +289,9 @@ where
     let mut phase = Phase::Idle;
     let mut interval = Duration::ZERO;
     let mut last_active = tokio::time::Instant::now();
-    // After a nudge: looks 0.5, 1, 2, 4 s apart until the work shows or
-    // `probe_min` is the shorter wait (a coordinator queues its job
-    // within about a second of starting).
+    // After a nudge: a look every 0.5 s until the work shows or
+    // `probe_min` has passed (see `next_follow_up`).
+    let mut nudged_at: Option<tokio::time::Instant> = None;
     let mut follow_up: Option<Duration> = None;
     loop {
         // Idle: look until there is work.
@@ -303,6 +312,9 @@ where
                 // Boxed: inline, every idle task would carry it.
                 () = Box::pin(flow_changed(signals.flow, safety)) => continue,
             }
+            if nudged {
+                nudged_at = Some(tokio::time::Instant::now());
+            }
             let first_sighting = !watch.has_sighted();
             let mut look = watch.look(false).await;
             if matches!(look, Look::Moved | Look::Activity) {
@@ -311,7 +323,11 @@ where
                     vet().await?;
                 }
             }
-            follow_up = next_follow_up(nudged, look, follow_up, settings.probe_min);
+            let since_nudge = nudged_at.map(|at| at.elapsed());
+            follow_up = next_follow_up(look, since_nudge, settings.probe_min);
+            if follow_up.is_none() {
+                nudged_at = None;
+            }
             if (nudged || follow_up.is_some()) && look == Look::Quiet {
                 // The work is on its way (a job about to be queued): look
                 // again soon, not after the backed-off interval.

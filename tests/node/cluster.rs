@@ -151,20 +151,10 @@ pub struct Cluster {
     nodes: BTreeMap<String, RunningNode>,
 }
 
-/// Logs to the test's captured output, filtered by `RUST_LOG` (default: warnings).
-fn init_logs() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_test_writer()
-        .try_init();
-}
-
 impl Cluster {
     /// A cluster over a `file://` root, with databases in a temporary directory.
     pub fn new(fleet_toml: &str) -> Cluster {
-        init_logs();
+        crate::debug_log::init();
         let files = FileRoot::new();
         files.write("sleet.toml", fleet_toml);
         let fleet = Fleet::open(&files.url()).unwrap();
@@ -184,7 +174,7 @@ impl Cluster {
     /// A cluster whose root and databases live under a fresh prefix of the
     /// local S3 server.
     pub async fn on_s3(fleet_toml: &str, endpoint: &str) -> Cluster {
-        init_logs();
+        crate::debug_log::init();
         let prefix = unique_prefix("cluster");
         let root = FleetRoot::from_parts(
             format!("s3://{BUCKET}/{prefix}/root"),

@@ -8,6 +8,7 @@ mod cluster;
 mod common;
 mod compaction_plugins;
 mod db;
+mod debug_log;
 mod events;
 mod idle;
 mod languages;
