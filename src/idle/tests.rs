@@ -230,11 +230,13 @@ async fn work_that_shows_late_after_a_nudge_is_found_within_half_a_second() {
             .await
             .unwrap();
     }
-    let last_id: u64 = before.last().unwrap().filename().unwrap()[..20]
-        .parse()
-        .unwrap();
-    let next_location =
-        object_store::path::Path::from(format!("db/manifest/{:020}.manifest", last_id + 1));
+    let last_id =
+        crate::mirror::layout::parse_manifest_file(before.last().unwrap().filename().unwrap())
+            .unwrap();
+    let next_location = object_store::path::Path::from(format!(
+        "db/{}",
+        crate::mirror::layout::manifest_name(last_id + 1)
+    ));
 
     tokio::time::pause();
     let handle = DatabaseHandle::from_parts("memory:///db".into(), watched.clone(), "db".into());
@@ -265,7 +267,6 @@ async fn work_that_shows_late_after_a_nudge_is_found_within_half_a_second() {
             .put(&next_location, PutPayload::from(flushed))
             .await
             .unwrap();
-        eprintln!("{:?} showed", tokio::time::Instant::now());
         tokio::time::Instant::now()
     };
     let (ran, showed) = tokio::join!(run, work);
