@@ -16,9 +16,9 @@ use object_store::ObjectStore;
 use object_store::path::Path;
 use sleet::config::DatabaseConfig;
 use sleet::daemon::{DatabaseOpener, owned_tasks};
-use sleet::database::DatabaseHandle;
-use sleet::placement::{PlacementHash, PlacementKey};
-use sleet::root::{FleetView, NodeSighting};
+use sleet::fleet::database::DatabaseHandle;
+use sleet::fleet::root::{FleetView, NodeSighting};
+use sleet::model::placement::{PlacementHash, PlacementKey};
 use sleet::testing::{ALL_OPS, CountingStore};
 use sleet::{CancellationToken, Fleet, NodeOptions, Service};
 
@@ -28,7 +28,7 @@ fn main() {
         .filter(|a| !a.starts_with('-'))
         .collect();
     let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f));
-    // `SLEET_BENCH_LOG=<filter>` (e.g. `sleet::idle=trace`): the node's
+    // `SLEET_BENCH_LOG=<filter>` (e.g. `sleet::services::idle=trace`): the node's
     // log on standard error, to see what a figure is made of.
     if let Ok(filter) = std::env::var("SLEET_BENCH_LOG") {
         tracing_subscriber::fmt()
@@ -121,12 +121,12 @@ async fn metrics_bench(listen: bool) {
     let window_secs = idle_window_secs();
     let idle = IdleFleet::seed(IDLE_DATABASES).await;
     let fleet = idle.fleet.clone();
-    let metrics = Arc::new(sleet::metrics::Metrics::default());
-    let probes = Arc::new(sleet::probes::NodeProbes::default());
+    let metrics = Arc::new(sleet::observe::metrics::Metrics::default());
+    let probes = Arc::new(sleet::observe::probes::NodeProbes::default());
     let shutdown = CancellationToken::new();
     let mut scraped = 0u64;
     let scraper = if listen {
-        let endpoint = sleet::endpoint::Endpoint::bind("127.0.0.1:0".parse().unwrap())
+        let endpoint = sleet::observe::endpoint::Endpoint::bind("127.0.0.1:0".parse().unwrap())
             .await
             .expect("a loopback port");
         let address = endpoint.local_addr().unwrap();
@@ -319,8 +319,8 @@ impl IdleFleet {
     /// `sleet` bucket's new manifests, and names it in `sleet.toml`
     /// (`SLEET_BENCH_IDLE_EVENTS`, with `SLEET_BENCH_IDLE_S3`). Returns
     /// the queue, to delete at the end.
-    async fn turn_events_on(&self) -> (sleet::events::sqs::Sqs, String) {
-        use sleet::events::setup::{Endpoints, setup};
+    async fn turn_events_on(&self) -> (sleet::services::events::sqs::Sqs, String) {
+        use sleet::services::events::setup::{Endpoints, setup};
         let endpoint = std::env::var("SLEET_S3_ENDPOINT")
             .expect("SLEET_BENCH_IDLE_EVENTS needs the local S3 server: run under scripts/bench");
         assert!(
@@ -328,7 +328,7 @@ impl IdleFleet {
             "SLEET_BENCH_IDLE_EVENTS needs SLEET_BENCH_IDLE_S3"
         );
         let at = Endpoints {
-            calls: sleet::events::sqs::AwsCalls::from_env(None).expect("AWS settings"),
+            calls: sleet::services::events::sqs::AwsCalls::from_env(None).expect("AWS settings"),
             endpoint: Some(endpoint.clone()),
         };
         let name = format!("idle-bench-{}", std::process::id());
@@ -342,7 +342,7 @@ impl IdleFleet {
         ))
         .await;
         (
-            sleet::events::sqs::Sqs::new(at.calls, endpoint),
+            sleet::services::events::sqs::Sqs::new(at.calls, endpoint),
             report.queue_url,
         )
     }
@@ -403,7 +403,7 @@ impl IdleFleet {
         let urls: Vec<String> = (0..count)
             .map(|i| {
                 let dir = data.path().join(format!("db{i:06}"));
-                let url = sleet::registry::canonicalize_database_url(&format!(
+                let url = sleet::model::registry::canonicalize_database_url(&format!(
                     "file://{}",
                     dir.display()
                 ))
@@ -412,7 +412,7 @@ impl IdleFleet {
                     link_tree(&original, &dir);
                     created += 1;
                 }
-                let file = sleet::registry::file_name(&url);
+                let file = sleet::model::registry::file_name(&url);
                 std::fs::write(root.path().join("dbs").join(file), "").expect("a registry file");
                 url
             })
@@ -561,7 +561,7 @@ async fn scale_bench() {
     }
     eprintln!("scale: the window is over; reading status");
     let started = Instant::now();
-    let status = sleet::status::fleet_status(
+    let status = sleet::commands::status::fleet_status(
         idle.fleet.root(),
         chrono::Utc::now(),
         sleet::StatusOptions::default(),
@@ -584,14 +584,15 @@ async fn scale_bench() {
 /// body under the `file://` root at `root` twice a second (`None` if that
 /// never happens within 20 minutes).
 async fn time_start_up(root: std::path::PathBuf, tasks: usize) -> Option<(f64, f64)> {
-    let name = sleet::heartbeat::object_name("scale-node", &sleet::daemon::RUNNABLE_SERVICES);
+    let name =
+        sleet::model::heartbeat::object_name("scale-node", &sleet::daemon::RUNNABLE_SERVICES);
     let path = root.join("nodes").join(name);
     let started = Instant::now();
     let mut first = None;
     while started.elapsed() < Duration::from_secs(1200) {
-        let body = std::fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<sleet::heartbeat::HeartbeatBody>(&b).ok());
+        let body = std::fs::read(&path).ok().and_then(|b| {
+            serde_json::from_slice::<sleet::model::heartbeat::HeartbeatBody>(&b).ok()
+        });
         if let Some(body) = body {
             let at = started.elapsed().as_secs_f64();
             let first = *first.get_or_insert(at);
@@ -624,8 +625,8 @@ impl PeerHeartbeats {
             let started = thread_cpu_nanos();
             for id in &ids {
                 let services = sleet::daemon::RUNNABLE_SERVICES;
-                let name = sleet::heartbeat::object_name(id, &services);
-                let body = sleet::heartbeat::HeartbeatBody::new(id, Vec::new());
+                let name = sleet::model::heartbeat::object_name(id, &services);
+                let body = sleet::model::heartbeat::HeartbeatBody::new(id, Vec::new());
                 let json = serde_json::to_vec(&body).expect("a body");
                 std::fs::write(nodes.join(name), json).expect("a heartbeat");
             }
@@ -655,7 +656,7 @@ impl Drop for PeerHeartbeats {
 /// A node running in this process with its requests counted: those to
 /// the fleet root, and those its services make to the databases.
 struct CountedNode {
-    metrics: Arc<sleet::metrics::Metrics>,
+    metrics: Arc<sleet::observe::metrics::Metrics>,
     root_counts: Arc<CountingStore>,
     service_counts: Arc<CountingStore>,
     shutdown: CancellationToken,
@@ -714,10 +715,10 @@ impl CountedNode {
     /// node whose tasks keep failing (timeouts on a saturated store)
     /// pays each restart's first looks again.
     fn task_failures(&self) -> u64 {
-        sleet::service::Service::ALL
+        sleet::model::service::Service::ALL
             .iter()
             .map(|service| {
-                let labels = sleet::metrics::ServiceLabels {
+                let labels = sleet::observe::metrics::ServiceLabels {
                     service: service.to_string(),
                 };
                 self.metrics.tasks.restarts.get_or_create(&labels).get()
@@ -740,7 +741,7 @@ impl CountedNode {
         let counted = service_counts.clone();
         let opener: DatabaseOpener = Arc::new(move |url: &str| {
             let (_, path) = sleet::store::open_url(url).map_err(|source| {
-                sleet::database::DatabaseError::Store {
+                sleet::fleet::database::DatabaseError::Store {
                     url: url.to_string(),
                     source,
                 }
@@ -752,7 +753,7 @@ impl CountedNode {
             ))
         });
         let shutdown = CancellationToken::new();
-        let metrics = Arc::new(sleet::metrics::Metrics::default());
+        let metrics = Arc::new(sleet::observe::metrics::Metrics::default());
         let task = tokio::spawn({
             let shutdown = shutdown.clone();
             let options = NodeOptions::new(id)
@@ -840,10 +841,10 @@ async fn handover_bench() {
     };
     // Each database's compactor records: (epoch, name) -> modified.
     let records = |url: &str| {
-        let canonical = sleet::registry::canonicalize_database_url(url).expect("a url");
+        let canonical = sleet::model::registry::canonicalize_database_url(url).expect("a url");
         let dir = root_dir
             .join("compactors")
-            .join(sleet::registry::encoded_name(&canonical));
+            .join(sleet::model::registry::encoded_name(&canonical));
         let mut found = BTreeMap::new();
         for epoch in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             for file in std::fs::read_dir(epoch.path())
@@ -872,7 +873,7 @@ async fn handover_bench() {
         .urls
         .iter()
         .filter(|url| {
-            let canonical = sleet::registry::canonicalize_database_url(url).expect("a url");
+            let canonical = sleet::model::registry::canonicalize_database_url(url).expect("a url");
             let key = PlacementKey::Service {
                 database: &canonical,
                 service: Service::CompactorCoordinator,
@@ -985,7 +986,7 @@ async fn idle_bench() {
         "idle: one node owning {count} idle databases x 3 services, {mode}{polls}, {window_secs} s window"
     );
     println!("{}", measured.report("idle", count));
-    let [coordinators, workers, gc] = sleet::idle::awake_services();
+    let [coordinators, workers, gc] = sleet::services::idle::awake_services();
     println!(
         "idle: awake at the window's end: {coordinators} coordinators, {workers} workers, {gc} GC; \
          {} task failures since the node started",
@@ -1042,7 +1043,7 @@ async fn warm_up(node: &CountedNode, warmup: Duration, count: usize) {
             .take(4)
             .map(|(kind, rate)| format!("{kind} {rate:.2}"))
             .collect();
-        let [coordinators, workers, gc] = sleet::idle::awake_services();
+        let [coordinators, workers, gc] = sleet::services::idle::awake_services();
         eprintln!(
             "idle: warm-up, {} s to go: {:.2} requests per database-minute ({}), CPU {:.2} s/min; \
              awake: {coordinators} coordinators, {workers} workers, {gc} GC; {} task failures so far",
@@ -1098,7 +1099,7 @@ async fn wake_delay(url: &str) -> (f64, f64) {
     let (store, path) = sleet::store::open_url(url).expect("a store");
     let admin = slatedb::admin::AdminBuilder::new(path.clone(), store.clone()).build();
     let db = slatedb::Db::builder(path, store)
-        .with_settings(sleet::demo::small_sst_writer_settings())
+        .with_settings(sleet::commands::demo::small_sst_writer_settings())
         .build()
         .await
         .expect("a writer");
@@ -1159,7 +1160,7 @@ async fn stalled_burst(url: &str) -> f64 {
     let db = slatedb::Db::builder(path, store)
         .with_settings(slatedb::config::Settings {
             l0_max_ssts: 8,
-            ..sleet::demo::small_sst_writer_settings()
+            ..sleet::commands::demo::small_sst_writer_settings()
         })
         .build()
         .await
@@ -1224,7 +1225,9 @@ async fn look_floor_bench() {
             let mut due = origin + interval.mul_f64(i as f64 / count as f64);
             tokio::spawn(async move {
                 loop {
-                    let at = grid.map_or(due, |grid| sleet::idle::on_grid(due, origin, grid));
+                    let at = grid.map_or(due, |grid| {
+                        sleet::services::idle::on_grid(due, origin, grid)
+                    });
                     tokio::time::sleep_until(at).await;
                     due += interval;
                     let _permit = gate.acquire().await.expect("the gate");
@@ -1274,7 +1277,7 @@ fn link_tree(from: &std::path::Path, to: &std::path::Path) {
 async fn seed_idle_database(url: &str) {
     let (store, path) = sleet::store::open_url(url).expect("a store");
     let db = slatedb::Db::builder(path, store)
-        .with_settings(sleet::demo::small_sst_writer_settings())
+        .with_settings(sleet::commands::demo::small_sst_writer_settings())
         .build()
         .await
         .expect("a writer");

@@ -35,12 +35,12 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use slatedb::config::{FlushOptions, FlushType, Settings};
 use sleet::CancellationToken;
-use sleet::copier::builtin::BuiltinCopier;
-use sleet::copier::rclone::RcloneCopier;
-use sleet::copier::{Copier, CopyProgress};
-use sleet::database::DatabaseHandle;
+use sleet::fleet::database::DatabaseHandle;
+use sleet::mirror::copier::builtin::BuiltinCopier;
+use sleet::mirror::copier::rclone::RcloneCopier;
+use sleet::mirror::copier::{Copier, CopyProgress};
 use sleet::mirror::pass::MirrorPair;
-use sleet::upload::StreamPolicy;
+use sleet::store::upload::StreamPolicy;
 
 /// Objects copied at once by builtin and by the raw loop.
 const PARALLELISM: u32 = 8;
@@ -111,7 +111,7 @@ async fn plugin_copiers() -> Vec<(String, Arc<dyn Copier>)> {
             ..limits.clone()
         };
         let (info, _) = plugin.check(&config, &limits).await.expect("describes");
-        let copier: Arc<dyn Copier> = Arc::new(sleet::copier::wasm::WasmCopier::new(
+        let copier: Arc<dyn Copier> = Arc::new(sleet::mirror::copier::wasm::WasmCopier::new(
             plugin.clone(),
             config,
             limits.clone(),
@@ -149,8 +149,8 @@ async fn plugin_copiers() -> Vec<(String, Arc<dyn Copier>)> {
 /// copier (copy-to) and streaming example, built into `dir`; their labels
 /// and plugin names.
 fn language_copiers(dir: &std::path::Path) -> Vec<(String, String)> {
+    use sleet::commands::scaffold::{self, Lang};
     use sleet::plugin::PluginKind;
-    use sleet::scaffold::{self, Lang};
     let mut copiers = Vec::new();
     for (lang, stream) in [
         (Lang::Python, "py-stream-copier"),
@@ -414,7 +414,7 @@ async fn host_check(source: DatabaseHandle, destination: DatabaseHandle) -> (usi
     let (names, _) = listing(&dst_root.store, &dst_root.prefix).await;
     let data: Vec<String> = names
         .into_iter()
-        .filter(|n| sleet::copier::is_data_object(n))
+        .filter(|n| sleet::mirror::copier::is_data_object(n))
         .collect();
     let start = Instant::now();
     let checked = sleet::mirror::proof::check_copies(&src_root, &dst_root, &data)
@@ -674,7 +674,7 @@ async fn copy_alone(
     names: &[String],
 ) {
     let (source, destination) = (source.root(), destination.root());
-    let batch = sleet::copier::CopyBatch {
+    let batch = sleet::mirror::copier::CopyBatch {
         source: &source,
         destination: &destination,
         objects: names,

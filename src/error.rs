@@ -1,19 +1,13 @@
 //! The library's error type: what the facade returns, and what the CLI
 //! prints as a one-line `error: ...`.
 
-use crate::registry::UrlError;
-use crate::service::Service;
+use crate::model::registry::UrlError;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    #[error("invalid fleet root: {0}")]
-    FleetRootUrl(UrlError),
-    #[error("failed to open fleet root store {url}: {source}")]
-    FleetRootStore {
-        url: String,
-        source: object_store::Error,
-    },
+    #[error(transparent)]
+    Root(#[from] crate::fleet::root::RootError),
     #[error(transparent)]
     Url(#[from] UrlError),
     #[error("failed to {action} {location}: {source}")]
@@ -22,10 +16,8 @@ pub enum Error {
         location: String,
         source: object_store::Error,
     },
-    #[error("invalid node id: {0}")]
-    InvalidNodeId(String),
-    #[error("services lists \"{0}\" more than once")]
-    DuplicateService(Service),
+    #[error(transparent)]
+    Node(#[from] crate::daemon::NodeError),
     #[error("{0}")]
     CliUsage(String),
     #[error("--listen {address}: cannot listen there: {message}")]
@@ -72,7 +64,7 @@ pub enum Error {
     )]
     SharedDestination { destination: String, users: String },
     #[error(transparent)]
-    StoreTrust(#[from] crate::store_trust::Error),
+    StoreTrust(#[from] crate::fleet::store_trust::Error),
     #[error("{failed} of {total} config files have problems")]
     ConfigCheckFailed { failed: usize, total: usize },
 }

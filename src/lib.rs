@@ -19,71 +19,45 @@
 //! # Ok(()) }
 //! ```
 
-pub mod bucket_copy;
+// The layers, from the command line down to the store (see
+// docs/architecture.md): each folder is one layer or wing, and imports run
+// down.
 pub mod cli;
-pub mod compaction_code;
+pub mod commands;
 pub mod config;
-pub mod config_check;
-pub mod copier;
 pub mod daemon;
-pub mod database;
-pub mod demo;
-pub mod duration;
-pub mod endpoint;
 mod error;
-pub mod events;
-pub mod heartbeat;
-pub mod hooks;
-pub mod ident;
-pub mod idle;
-pub mod metrics;
+pub mod fleet;
 pub mod mirror;
-pub mod mirror_ops;
-pub mod object_copy;
-pub mod outside_compactor;
-pub mod ownership;
-pub mod placement;
+pub mod model;
+pub mod observe;
 pub mod plugin;
-pub mod plugin_check;
-pub mod policy;
-pub mod probes;
-pub mod registry;
-pub mod response;
-pub mod root;
-pub mod scaffold;
-pub mod schema;
-pub mod service;
 pub mod services;
-pub mod status;
 pub mod store;
-pub mod store_check;
-pub mod store_trust;
 #[doc(hidden)]
 pub mod testing;
-pub mod upload;
 
+pub use commands::status::StatusOptions;
 pub use daemon::NodeOptions;
-pub use duration::HumanDuration;
 pub use error::Error;
-pub use response::QueueStatus;
-pub use response::{
+pub use model::duration::HumanDuration;
+pub use model::response::QueueStatus;
+pub use model::response::{
     DatabaseStatus, NodeStatus, RegisterResponse, ServicePlacement, StatusResponse,
 };
-pub use service::Service;
-pub use status::StatusOptions;
+pub use model::service::Service;
+pub use model::version::{SLATEDB_VERSION, SLEET_VERSION};
 pub use tokio_util::sync::CancellationToken;
 
-use root::FleetRoot;
+use commands::status;
+use fleet::root::{self, FleetRoot};
+use fleet::{mirror_targets, store_trust};
+use model::registry;
+use services::outside_compactor;
 
 /// Registry files [`Fleet::register_all`] creates at once: enough to
 /// hide a store's round trip, few enough not to be throttled.
 pub const REGISTERS_IN_FLIGHT: usize = 32;
-
-/// This sleet release.
-pub const SLEET_VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// The SlateDB release sleet's services are built on.
-pub const SLATEDB_VERSION: &str = env!("SLEET_SLATEDB_VERSION");
 
 /// A fleet, opened from its root URL.
 #[derive(Debug, Clone)]
@@ -166,13 +140,12 @@ impl Fleet {
             self.refuse_shared_destinations(&urls).await?;
         }
         use futures::StreamExt;
-        futures::stream::iter(&urls)
+        let registered = futures::stream::iter(&urls)
             .map(|url| self.root.register(url))
             .buffered(REGISTERS_IN_FLIGHT)
             .collect::<Vec<_>>()
-            .await
-            .into_iter()
-            .collect()
+            .await;
+        Ok(registered.into_iter().collect::<Result<_, _>>()?)
     }
 
     /// Refuses new registrations whose mirror destinations a registered
@@ -190,14 +163,14 @@ impl Fleet {
         for url in &new {
             databases.insert((*url).clone(), Default::default());
         }
-        let shared = mirror::target::shared_destinations(&view);
+        let shared = mirror_targets::shared_destinations(&view);
         match shared
             .into_iter()
             .find(|(_, users)| users.iter().any(|(database, _)| new.contains(&database)))
         {
             Some((destination, users)) => Err(Error::SharedDestination {
                 destination,
-                users: mirror::target::describe_users(&users),
+                users: mirror_targets::describe_users(&users),
             }),
             None => Ok(()),
         }
@@ -248,6 +221,6 @@ impl Fleet {
         options: NodeOptions,
         shutdown: CancellationToken,
     ) -> Result<(), Error> {
-        daemon::run_node(self.root.clone(), options, shutdown).await
+        Ok(daemon::run_node(self.root.clone(), options, shutdown).await?)
     }
 }

@@ -10,10 +10,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use sleet::commands::scaffold::{self, Lang};
 use sleet::config::FleetConfig;
 use sleet::plugin::hook::{HookRunner, HookSpec};
 use sleet::plugin::{Loaded, PluginKind, PluginRuntime, PluginSet};
-use sleet::scaffold::{self, Lang};
 
 const KINDS: [PluginKind; 4] = [
     PluginKind::Copier,

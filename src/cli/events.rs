@@ -7,10 +7,10 @@ use clap::Subcommand;
 
 use super::{Format, emit};
 use crate::Error;
-use crate::events::check::{self, CheckReport};
-use crate::events::notification::DatabaseIndex;
-use crate::events::setup::{self, SetupReport};
-use crate::root::{ConfigPoller, FleetRoot};
+use crate::fleet::root::{ConfigPoller, FleetRoot};
+use crate::services::events::check::{self, CheckReport};
+use crate::services::events::notification::DatabaseIndex;
+use crate::services::events::setup::{self, SetupReport};
 
 #[derive(Debug, Subcommand)]
 pub enum EventsCommand {
@@ -91,18 +91,18 @@ pub async fn run(command: EventsCommand) -> Result<(), Error> {
 }
 
 /// The buckets of the registered S3 databases.
-fn registered_buckets(view: &crate::root::FleetView) -> std::collections::BTreeSet<String> {
+fn registered_buckets(view: &crate::fleet::root::FleetView) -> std::collections::BTreeSet<String> {
     DatabaseIndex::new(view.databases.keys().map(String::as_str))
         .buckets()
         .clone()
 }
 
 /// Whether any node's heartbeat is live.
-async fn nodes_live(root: &FleetRoot, view: &crate::root::FleetView) -> Result<bool, Error> {
+async fn nodes_live(root: &FleetRoot, view: &crate::fleet::root::FleetView) -> Result<bool, Error> {
     let heartbeats = root.list_heartbeats().await?;
     let timeout = view.fleet.node.resolve().heartbeat_timeout;
     Ok(
-        crate::root::node_view(&heartbeats, chrono::Utc::now(), timeout)
+        crate::fleet::root::node_view(&heartbeats, chrono::Utc::now(), timeout)
             .values()
             .any(|n| n.live),
     )

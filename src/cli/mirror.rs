@@ -5,12 +5,12 @@ use clap::Subcommand;
 use tokio_util::sync::CancellationToken;
 
 use super::{Format, cancel_on_signal, emit};
-use crate::copier::{CopierOptions, CopyProgress};
+use crate::commands::mirror as ops;
+use crate::mirror::copier::{CopierOptions, CopyProgress};
 use crate::mirror::restore::RestorePoint;
 use crate::mirror::verify::VerifyReport;
-use crate::mirror_ops as ops;
+use crate::model::response::{MirrorRestoreResponse, MirrorSyncResponse};
 use crate::plugin::PluginRuntime;
-use crate::response::{MirrorRestoreResponse, MirrorSyncResponse};
 use crate::{Error, Fleet};
 
 #[derive(Debug, Subcommand)]

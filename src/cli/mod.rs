@@ -21,11 +21,11 @@ pub use mirror::MirrorCommand;
 pub use plugin::PluginCommand;
 pub use store::StoreCommand;
 
+use crate::commands::{config_check, status};
 use crate::daemon::RUNNABLE_SERVICES;
-use crate::service::{Service, first_duplicate};
-use crate::{
-    Error, Fleet, NodeOptions, RegisterResponse, StatusOptions, config_check, heartbeat, status,
-};
+use crate::model::heartbeat;
+use crate::model::service::{Service, first_duplicate};
+use crate::{Error, Fleet, NodeOptions, RegisterResponse, StatusOptions};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -81,8 +81,8 @@ pub enum Command {
         listen: Option<std::net::SocketAddr>,
         /// Metric series per mirror target (mirror, the default), also SlateDB's per database
         /// (database), or only node-wide sums (node)
-        #[arg(long, value_enum, default_value_t = crate::metrics::Detail::Mirror)]
-        metrics_detail: crate::metrics::Detail,
+        #[arg(long, value_enum, default_value_t = crate::observe::metrics::Detail::Mirror)]
+        metrics_detail: crate::observe::metrics::Detail,
         /// How long a stopping node (SIGTERM, Ctrl-C) waits for its tasks before it abandons them
         /// and deletes its heartbeat. Give the platform's grace period more than this
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
@@ -201,15 +201,17 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             let fleet = Fleet::open(&root)?;
             let shutdown = CancellationToken::new();
             tokio::spawn(cancel_on_signal(shutdown.clone()));
-            let metrics = Arc::new(crate::metrics::Metrics::new(metrics_detail));
-            let probes = Arc::new(crate::probes::NodeProbes::default());
+            let metrics = Arc::new(crate::observe::metrics::Metrics::new(metrics_detail));
+            let probes = Arc::new(crate::observe::probes::NodeProbes::default());
             let endpoint = match listen {
-                Some(address) => Some(crate::endpoint::Endpoint::bind(address).await.map_err(
-                    |e| Error::Listen {
-                        address,
-                        message: e.to_string(),
-                    },
-                )?),
+                Some(address) => Some(
+                    crate::observe::endpoint::Endpoint::bind(address)
+                        .await
+                        .map_err(|e| Error::Listen {
+                            address,
+                            message: e.to_string(),
+                        })?,
+                ),
                 None => None,
             };
             let server = endpoint.map(|endpoint| {
@@ -286,7 +288,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         Command::Demo { dir } => {
             let shutdown = CancellationToken::new();
             tokio::spawn(cancel_on_signal(shutdown.clone()));
-            crate::demo::run(&dir, shutdown).await?;
+            crate::commands::demo::run(&dir, shutdown).await?;
         }
         Command::Mirror(command) => mirror::run(command).await?,
         Command::Plugin(command) => plugin::run(command).await?,
@@ -316,7 +318,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
 /// Parses a `--services` entry.
 fn runnable_service(name: &str) -> Result<Service, String> {
     name.parse()
-        .map_err(|e: crate::service::UnknownService| e.to_string())
+        .map_err(|e: crate::model::service::UnknownService| e.to_string())
 }
 
 /// Cancels `shutdown` on SIGINT (Ctrl-C) or SIGTERM (service managers,

@@ -39,7 +39,7 @@ pub enum PluginCommand {
     New {
         /// The project's language
         #[arg(long, value_enum)]
-        lang: crate::scaffold::Lang,
+        lang: crate::commands::scaffold::Lang,
         /// What the plugin is
         #[arg(long, value_parser = ["copier", "hook", "merge-operator", "compaction-filter"])]
         kind: String,
@@ -63,7 +63,7 @@ pub(super) async fn run(command: PluginCommand) -> Result<(), Error> {
             format,
         } => check(plugin_dirs, config, format, true).await,
         PluginCommand::Wit { dir } => {
-            let written = crate::scaffold::write_wit(&dir).map_err(scaffold_error)?;
+            let written = crate::commands::scaffold::write_wit(&dir).map_err(scaffold_error)?;
             for path in written {
                 println!("wrote {}", path.display());
             }
@@ -78,13 +78,13 @@ pub(super) async fn run(command: PluginCommand) -> Result<(), Error> {
     }
 }
 
-fn scaffold_error(e: crate::scaffold::ScaffoldError) -> Error {
+fn scaffold_error(e: crate::commands::scaffold::ScaffoldError) -> Error {
     Error::CliUsage(e.to_string())
 }
 
 /// `sleet plugin new`: writes the project and says how to build it.
 fn new_project(
-    lang: crate::scaffold::Lang,
+    lang: crate::commands::scaffold::Lang,
     kind: &str,
     name: &str,
     dir: &std::path::Path,
@@ -99,9 +99,9 @@ fn new_project(
         .into_iter()
         .find(|k| k.to_string() == kind)
         .expect("clap accepts only the kinds it lists");
-    let project = crate::scaffold::project(lang, kind, name).map_err(scaffold_error)?;
+    let project = crate::commands::scaffold::project(lang, kind, name).map_err(scaffold_error)?;
     let at = dir.join(name);
-    crate::scaffold::write(&at, &project).map_err(scaffold_error)?;
+    crate::commands::scaffold::write(&at, &project).map_err(scaffold_error)?;
     println!(
         "wrote a {lang} {kind} plugin in {}; build it there with:\n  {}\nwhich writes {}",
         at.display(),
@@ -128,10 +128,13 @@ async fn check(
             ),
             None => None,
         };
-    let report =
-        crate::plugin_check::check(&dirs, PluginRuntime::default_cache_dir(), fleet.as_ref())
-            .await
-            .map_err(Error::Plugins)?;
+    let report = crate::commands::plugin_check::check(
+        &dirs,
+        PluginRuntime::default_cache_dir(),
+        fleet.as_ref(),
+    )
+    .await
+    .map_err(Error::Plugins)?;
     emit(format, &report, render_plugins);
     let problems = report.problem_count();
     if strict && problems > 0 {
@@ -140,7 +143,7 @@ async fn check(
     Ok(())
 }
 
-fn render_plugins(r: &crate::plugin_check::PluginCheckResponse) -> String {
+fn render_plugins(r: &crate::commands::plugin_check::PluginCheckResponse) -> String {
     let rows = r.plugins.iter().map(|p| {
         vec![
             p.name.clone(),

@@ -4,7 +4,7 @@ use clap::Subcommand;
 
 use super::{Format, emit};
 use crate::Error;
-use crate::store_check::{self, CheckOptions};
+use crate::store::check::{self as store_check, CheckOptions};
 
 #[derive(Debug, Subcommand)]
 pub enum StoreCommand {
@@ -38,7 +38,7 @@ pub async fn run(command: StoreCommand) -> Result<(), Error> {
         short,
         format,
     } = command;
-    let canonical = crate::registry::canonicalize_url(&url)?;
+    let canonical = crate::model::registry::canonicalize_url(&url)?;
     let (store, base) = crate::store::open_url(&canonical).map_err(|source| Error::Store {
         action: "open",
         location: canonical.clone(),

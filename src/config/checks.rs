@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::files::*;
-use crate::duration::HumanDuration;
-use crate::ident::is_valid_identifier;
-use crate::registry::canonicalize_url;
-use crate::service::first_duplicate;
+use crate::model::duration::HumanDuration;
+use crate::model::ident::is_valid_identifier;
+use crate::model::registry::canonicalize_url;
+use crate::model::service::first_duplicate;
 
 /// A config file that could not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -130,7 +130,7 @@ fn check_events(events: &EventsConfig, problems: &mut Vec<String>) {
                 .into(),
         ),
         (Some(queue), true) => {
-            if let Err(why) = crate::policy::QueueAddress::parse(queue) {
+            if let Err(why) = crate::model::policy::QueueAddress::parse(queue) {
                 problems.push(format!("events.queue_url {queue:?}: {why}"));
             }
         }
@@ -157,7 +157,7 @@ fn check_stores(stores: &StoresConfig, problems: &mut Vec<String>) {
         problems.push("stores.recheck_after must be > 0".into());
     }
     for (store, reason) in &stores.trusted {
-        let named = crate::registry::canonicalize_url(store)
+        let named = crate::model::registry::canonicalize_url(store)
             .map(|url| crate::store::store_id(&url))
             .ok();
         if named.as_deref() != Some(store.as_str()) {

@@ -7,10 +7,10 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::duration::HumanDuration;
-use crate::ident::is_valid_identifier;
-use crate::placement::PlacementHash;
-use crate::service::Service;
+use crate::model::duration::HumanDuration;
+use crate::model::ident::is_valid_identifier;
+use crate::model::placement::PlacementHash;
+use crate::model::service::Service;
 
 /// The whole of `sleet.toml`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use super::resolve::{DatabaseSettings, GcSettings};
-use crate::duration::HumanDuration;
-use crate::service::Service;
+use crate::model::duration::HumanDuration;
+use crate::model::service::Service;
 
 /// The shortest manifest GC `min_age` that is safe without GC boundary
 /// files. Below it, SlateDB alone (no sleet, probed in

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::files::*;
-use crate::duration::HumanDuration;
-use crate::placement::PlacementHash;
-use crate::policy::{EventsSettings, StreamPolicy};
-use crate::service::Service;
+use crate::model::duration::HumanDuration;
+use crate::model::placement::PlacementHash;
+use crate::model::policy::{EventsSettings, StreamPolicy};
+use crate::model::service::Service;
 
 /// Copies every field of `$upper` that is set onto `$lower`.
 macro_rules! overlay_fields {
@@ -51,7 +51,7 @@ pub struct DatabaseSettings {
     pub coordinator: CoordinatorSettings,
     pub workers: WorkerSettings,
     pub outside_compactor: OutsideCompactorSettings,
-    pub idle: crate::policy::IdleSettings,
+    pub idle: crate::model::policy::IdleSettings,
     /// Every target by name, disabled ones included.
     pub mirror_targets: BTreeMap<String, MirrorTargetSettings>,
     /// Enabled hooks by name.
@@ -123,7 +123,7 @@ impl HookSettings {
     }
 }
 
-pub use crate::policy::{PluginKind, PluginLimits};
+pub use crate::model::policy::{PluginKind, PluginLimits};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct GcSettings {
@@ -294,7 +294,7 @@ pub mod defaults {
     pub const CHECKPOINT_LIFETIME: Duration = Duration::from_secs(15 * 60);
     pub const COPY_PARALLELISM: u32 = 8;
     pub const MULTIPART_THRESHOLD_MIB: u32 =
-        crate::policy::StreamPolicy::DEFAULT_MULTIPART_THRESHOLD_MIB;
+        crate::model::policy::StreamPolicy::DEFAULT_MULTIPART_THRESHOLD_MIB;
     pub const PLUGIN_MEMORY_MIB: u32 = 64;
     pub const COPY_CALL_TIMEOUT: Duration = Duration::from_secs(600);
     pub const HOOK_CALL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -457,9 +457,9 @@ impl IdleOverrides {
         overlay_fields!(self, upper; enabled, probe_min, probe_max, sleep_after, workers_probe, gc_probe);
     }
 
-    fn resolve(&self) -> crate::policy::IdleSettings {
-        let defaults = crate::policy::IdleSettings::default();
-        crate::policy::IdleSettings {
+    fn resolve(&self) -> crate::model::policy::IdleSettings {
+        let defaults = crate::model::policy::IdleSettings::default();
+        crate::model::policy::IdleSettings {
             enabled: self.enabled.unwrap_or(defaults.enabled),
             probe_min: duration_or(self.probe_min, defaults.probe_min),
             probe_max: duration_or(self.probe_max, defaults.probe_max),

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::checks::line_and_column;
 use super::*;
-use crate::service::Service;
+use crate::model::service::Service;
 
 fn problems(result: Result<impl fmt::Debug, ConfigError>) -> Vec<String> {
     match result {
@@ -445,12 +445,12 @@ fn plugin_copiers_hooks_and_grants_parse_layer_and_flatten() {
     );
     let window = &fleet.database.resolve().hooks["window"];
     assert!(window.applies_to(Service::Mirror) && !window.applies_to(Service::Gc));
-    let limits = fleet.plugin_limits("throttle-copier", crate::policy::PluginKind::Copier);
+    let limits = fleet.plugin_limits("throttle-copier", crate::model::policy::PluginKind::Copier);
     assert_eq!(limits.memory_bytes, 16 << 20);
     assert_eq!(limits.call_timeout, Duration::from_secs(30));
     assert_eq!(
         fleet
-            .plugin_limits("other", crate::policy::PluginKind::Hook)
+            .plugin_limits("other", crate::model::policy::PluginKind::Hook)
             .call_timeout,
         Duration::from_secs(5),
         "hooks default to 5s"

@@ -9,11 +9,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::owned::TaskKey;
-use crate::heartbeat::{HeartbeatBody, OutsideCompactor, ServiceTasks, TaskFailure};
-use crate::outside_compactor::Sighting;
+use crate::model::heartbeat::{HeartbeatBody, OutsideCompactor, ServiceTasks, TaskFailure};
+use crate::model::service::Service;
+use crate::observe::probes::TaskReport;
 use crate::plugin::compaction::FailureReport;
-use crate::probes::TaskReport;
-use crate::service::Service;
+use crate::services::outside_compactor::Sighting;
 
 /// Failing tasks listed in a heartbeat body, at most.
 const MAX_REPORTED_FAILURES: usize = 16;
@@ -329,7 +329,7 @@ impl TaskBoard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outside_compactor::Evidence;
+    use crate::services::outside_compactor::Evidence;
 
     /// A board of `databases` databases whose every task fails, is
     /// deferred, has failing compactions or stands down for an outside

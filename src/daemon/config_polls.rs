@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::root::{ConfigPoller, FleetRoot, FleetView};
+use crate::fleet::root::{ConfigPoller, FleetRoot, FleetView};
 
 /// A node's config polls: at most one runs at a time.
 pub(super) struct ConfigPolls {

@@ -19,12 +19,14 @@
 
 mod board;
 mod config_polls;
+mod error;
 mod node;
 mod options;
 mod owned;
 mod stores;
 mod supervisor;
 
+pub use error::NodeError;
 pub use node::{LOOKS_AT_ONCE, run_node};
 pub use options::{DEFAULT_SHUTDOWN_GRACE, DatabaseOpener, NodeOptions, RUNNABLE_SERVICES};
 pub use owned::{TaskKey, TaskSpec, TaskWork, owned_tasks};

@@ -5,14 +5,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::copier::CopierOptions;
-use crate::database::{DatabaseError, DatabaseHandle};
-use crate::error::Error;
-use crate::heartbeat::validate_node_id;
-use crate::metrics::Metrics;
+use super::error::NodeError;
+use crate::fleet::database::{DatabaseError, DatabaseHandle};
+use crate::mirror::copier::CopierOptions;
+use crate::model::heartbeat::validate_node_id;
+use crate::model::service::{Service, first_duplicate};
+use crate::observe::metrics::Metrics;
+use crate::observe::probes::NodeProbes;
 use crate::plugin::hook::{Clock, system_clock};
-use crate::probes::NodeProbes;
-use crate::service::{Service, first_duplicate};
 
 /// How long shutdown waits for every task before deleting the heartbeat,
 /// unless `--shutdown-grace` says otherwise. Platforms must give the
@@ -156,10 +156,10 @@ impl NodeOptions {
         self
     }
 
-    pub(super) fn validate(&self) -> Result<(), Error> {
-        validate_node_id(&self.node_id).map_err(Error::InvalidNodeId)?;
+    pub(super) fn validate(&self) -> Result<(), NodeError> {
+        validate_node_id(&self.node_id).map_err(NodeError::InvalidNodeId)?;
         if let Some(dup) = first_duplicate(&self.services) {
-            return Err(Error::DuplicateService(dup));
+            return Err(NodeError::DuplicateService(dup));
         }
         Ok(())
     }
@@ -173,12 +173,12 @@ mod tests {
     fn options_are_validated() {
         assert!(matches!(
             NodeOptions::new("bad id").validate(),
-            Err(Error::InvalidNodeId(_))
+            Err(NodeError::InvalidNodeId(_))
         ));
         let dup = NodeOptions::new("n").with_services([Service::Gc, Service::Gc]);
         assert!(matches!(
             dup.validate(),
-            Err(Error::DuplicateService(Service::Gc))
+            Err(NodeError::DuplicateService(Service::Gc))
         ));
         assert!(NodeOptions::new("n").with_services([]).validate().is_ok());
     }

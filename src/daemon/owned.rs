@@ -5,13 +5,13 @@
 use std::collections::BTreeMap;
 
 use crate::config::DatabaseSettings;
+use crate::fleet::mirror_targets::applied_targets;
+use crate::fleet::ownership::{Assignment, LiveNode, database_assignments};
+use crate::fleet::root::{FleetView, NodeSighting};
 use crate::mirror::run::MirrorSpec;
-use crate::mirror::target::applied_targets;
-use crate::ownership::{Assignment, LiveNode, database_assignments};
+use crate::model::service::Service;
 use crate::plugin::compaction::{CodeSpec, CompactionCodeSpec};
 use crate::plugin::hook::HookSpec;
-use crate::root::{FleetView, NodeSighting};
-use crate::service::Service;
 use crate::services::ServiceSpec;
 
 /// A task's settings: its work's, and the hooks around its runs. A
@@ -82,10 +82,15 @@ pub fn owned_tasks(
             if !assignment.owners.iter().any(|o| o == node_id) {
                 continue;
             }
-            let shared = || shared.get_or_init(|| crate::mirror::target::shared_destinations(view));
+            let shared =
+                || shared.get_or_init(|| crate::fleet::mirror_targets::shared_destinations(view));
             if let Some(work) = task_spec(&assignment, url, &settings, view, shared) {
                 let spec = TaskSpec {
-                    hooks: crate::hooks::specs(assignment.service, &settings, &view.fleet),
+                    hooks: crate::services::hooks::specs(
+                        assignment.service,
+                        &settings,
+                        &view.fleet,
+                    ),
                     work,
                 };
                 let key = TaskKey {
@@ -171,7 +176,7 @@ pub(super) fn task_spec<'a>(
                 shared_with,
                 destination_registered: view.databases.contains_key(&target.destination),
                 destination: target.destination,
-                limits: crate::mirror::target::target_limits(&view.fleet, target.settings),
+                limits: crate::fleet::mirror_targets::target_limits(&view.fleet, target.settings),
                 settings: target.settings.clone(),
             }))
         }

@@ -20,9 +20,9 @@ use tracing::{info, warn};
 use super::options::DatabaseOpener;
 use super::owned::{TaskKey, TaskSpec, TaskWork};
 use crate::config::StoreSettings;
-use crate::root::FleetRoot;
-use crate::store_check::{StoreReport, store_id};
-use crate::store_trust::{self, Trust};
+use crate::fleet::root::FleetRoot;
+use crate::fleet::store_trust::{self, Trust};
+use crate::store::check::{StoreReport, store_id};
 
 /// The URL a task writes under: its mirror destination, or its database.
 pub fn written_url<'a>(key: &'a TaskKey, spec: &'a TaskSpec) -> &'a str {
@@ -289,7 +289,7 @@ mod tests {
         let admitted = admit(owned, |store| match store {
             "s3://good" => Trust::Safe,
             "s3://bad" => Trust::Unsafe {
-                failed: vec![crate::store_check::Property::AtomicCreate],
+                failed: vec![crate::store::check::Property::AtomicCreate],
             },
             _ => Trust::Unchecked,
         });

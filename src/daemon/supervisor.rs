@@ -12,15 +12,15 @@ use tracing::{info, warn};
 use super::board::{Phase, TaskBoard};
 use super::options::DatabaseOpener;
 use super::owned::{TaskKey, TaskWork};
-use crate::compaction_code::CompactionCode;
-use crate::database::DatabaseError;
-use crate::idle::wakes::WakeSignals;
-use crate::metrics::{Metrics, ServiceLabels, SlateDbRecorder};
+use crate::fleet::database::DatabaseError;
 use crate::mirror::MirrorError;
 use crate::mirror::run::{MirrorRuntime, PassHooks, run_mirror_task};
-use crate::outside_compactor::Sighting;
-use crate::outside_compactor::records::EpochRecords;
+use crate::observe::metrics::{Metrics, ServiceLabels, SlateDbRecorder};
 use crate::plugin::hook::{HookRunner, RunOutcome, Verdict};
+use crate::services::compaction_code::CompactionCode;
+use crate::services::idle::wakes::WakeSignals;
+use crate::services::outside_compactor::Sighting;
+use crate::services::outside_compactor::records::EpochRecords;
 use crate::services::{ServiceError, ServiceSpec, run_service};
 
 /// The first retry waits twice this; each failure doubles the wait.
@@ -343,10 +343,10 @@ mod tests {
     use super::*;
     use crate::config::{DatabaseConfig, FleetConfig};
     use crate::daemon::owned::task_spec;
-    use crate::database::DatabaseError;
-    use crate::ownership::Assignment;
-    use crate::root::{FleetRoot, FleetView};
-    use crate::service::Service;
+    use crate::fleet::database::DatabaseError;
+    use crate::fleet::ownership::Assignment;
+    use crate::fleet::root::{FleetRoot, FleetView};
+    use crate::model::service::Service;
 
     /// The work of a GC task with default settings.
     fn gc_spec() -> TaskWork {

@@ -11,7 +11,7 @@ use slatedb::VersionedManifest;
 
 use super::MirrorError;
 use super::layout::{COMPACTED_DIR, WAL_DIR};
-use crate::database::DatabaseHandle;
+use crate::fleet::database::DatabaseHandle;
 use crate::store::StoreRoot;
 
 /// Concurrent HEADs when probing a destination.

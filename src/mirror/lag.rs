@@ -6,8 +6,8 @@ use slatedb::seq_tracker::FindOption;
 use super::MirrorError;
 use super::io::{list_dir, read_latest};
 use super::layout::{WAL_DIR, parse_wal_file};
-use crate::database::DatabaseHandle;
-use crate::response::MirrorStatus;
+use crate::fleet::database::DatabaseHandle;
+use crate::model::response::MirrorStatus;
 use crate::store::StoreRoot;
 
 /// Fills the lag fields of `status` from the source and destination.

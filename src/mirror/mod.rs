@@ -1,6 +1,7 @@
 //! Mirroring databases into other object-store roots: byte-for-byte
 //! copies whose every committed manifest is a valid SlateDB database.
 
+pub mod copier;
 pub mod io;
 pub mod lag;
 pub mod layout;
@@ -12,11 +13,10 @@ pub mod prune;
 pub mod restore;
 pub mod run;
 pub mod tail;
-pub mod target;
 pub mod verify;
 
-use crate::copier::CopyError;
-use crate::database::DatabaseError;
+use crate::fleet::database::DatabaseError;
+use crate::mirror::copier::CopyError;
 
 /// Why a mirror pass, prune, restore or verify failed.
 #[derive(Debug, thiserror::Error)]

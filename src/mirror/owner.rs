@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::MirrorError;
 use super::io::{get_bytes, put_create_new, read_latest};
 use super::layout::manifest_name;
-use crate::database::DatabaseHandle;
+use crate::fleet::database::DatabaseHandle;
 
 /// The record's name at the destination root.
 pub const OWNER_FILE: &str = "sleet-mirror-source.json";

@@ -35,8 +35,8 @@ use super::layout::{
     unsupported_source,
 };
 use super::proof::{Checked, check_copies};
-use crate::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
-use crate::database::DatabaseHandle;
+use crate::fleet::database::DatabaseHandle;
+use crate::mirror::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
 use crate::store::StoreRoot;
 
 /// Attempts before a pass that keeps losing races with the source gives up.
@@ -512,7 +512,7 @@ impl MirrorPair {
                             )
                             .await?;
                     }
-                    Ok::<_, crate::database::DatabaseError>(asked)
+                    Ok::<_, crate::fleet::database::DatabaseError>(asked)
                 } => match refreshed {
                     Ok(asked) => {
                         pin_deadline = asked + self.checkpoint_lifetime;

@@ -25,7 +25,7 @@ use slatedb::VersionedManifest;
 use super::MirrorError;
 use super::io::read_manifest;
 use super::layout::live_pins;
-use crate::database::DatabaseHandle;
+use crate::fleet::database::DatabaseHandle;
 
 /// Whether `id`, whose live checkpoints pin `pins`, is a restore point of
 /// a destination holding `listed`, given every manifest pinned by another

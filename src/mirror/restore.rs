@@ -14,9 +14,9 @@ use super::io::{data_sizes, get_bytes, list_dir, read_manifest};
 use super::layout::{MANIFEST_DIR, live_pins, manifest_name, parse_manifest_file};
 use super::points::newest_restore_point;
 use super::verify::{Needed, add_needs, closure_problems};
-use crate::copier::builtin::BuiltinCopier;
-use crate::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
-use crate::database::DatabaseHandle;
+use crate::fleet::database::DatabaseHandle;
+use crate::mirror::copier::builtin::BuiltinCopier;
+use crate::mirror::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
 use crate::store::StoreRoot;
 
 /// Objects copied at once during a restore.

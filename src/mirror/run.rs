@@ -13,8 +13,8 @@ use super::layout::{MANIFEST_DIR, parse_manifest_file};
 use super::pass::MirrorPair;
 use super::tail::Tail;
 use crate::config::{MirrorMode, MirrorTargetSettings};
-use crate::copier::CopierOptions;
-use crate::metrics::{Metrics, TargetMetrics};
+use crate::mirror::copier::CopierOptions;
+use crate::observe::metrics::{Metrics, TargetMetrics};
 use crate::plugin::hook::{HookRunner, RunContext, RunOutcome, Verdict};
 
 /// A continuous mirror that found nothing to do backs off to this (or to
@@ -200,8 +200,8 @@ impl PassHooks {
 /// Runs a node's mirror task: builds the pair from `spec`, then runs the
 /// target's mode until `cancel` fires.
 pub async fn run_mirror_task(
-    source: crate::database::DatabaseHandle,
-    destination: crate::database::DatabaseHandle,
+    source: crate::fleet::database::DatabaseHandle,
+    destination: crate::fleet::database::DatabaseHandle,
     spec: &MirrorSpec,
     runtime: &MirrorRuntime,
     hooks: &PassHooks,
@@ -210,7 +210,7 @@ pub async fn run_mirror_task(
     if !spec.shared_with.is_empty() {
         return Err(MirrorError::DestinationShared {
             destination: spec.destination.clone(),
-            others: crate::mirror::target::describe_users(&spec.shared_with),
+            others: crate::fleet::mirror_targets::describe_users(&spec.shared_with),
         });
     }
     if spec.destination_registered {
@@ -223,9 +223,9 @@ pub async fn run_mirror_task(
         target: spec.target.clone(),
         source,
         destination,
-        copier: crate::copier::for_target(settings, &spec.limits, &runtime.copiers).await?,
+        copier: crate::mirror::copier::for_target(settings, &spec.limits, &runtime.copiers).await?,
         checkpoint_lifetime: settings.checkpoint_lifetime,
-        progress: crate::copier::CopyProgress::new(),
+        progress: crate::mirror::copier::CopyProgress::new(),
         deep_check: super::pass::DeepCheck::every(settings.deep_check),
         pin_source: true,
     };

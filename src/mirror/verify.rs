@@ -13,8 +13,8 @@ use super::MirrorError;
 use super::io::{data_sizes, list_sizes, read_manifest};
 use super::layout::{MANIFEST_DIR, ObjectFloor, live_pins, manifest_objects, parse_manifest_file};
 use super::points::restore_points;
-use crate::copier::CopyProgress;
-use crate::database::DatabaseHandle;
+use crate::fleet::database::DatabaseHandle;
+use crate::mirror::copier::CopyProgress;
 
 /// What verify found; `problems` empty means the destination is sound.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]

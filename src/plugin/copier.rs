@@ -16,7 +16,7 @@ use super::runtime::{PluginRuntime, load_error};
 use super::text::{MAX_MESSAGE, bounded};
 use super::{PluginError, PluginInfo};
 use crate::store::StoreRoot;
-use crate::upload::StreamPolicy;
+use crate::store::upload::StreamPolicy;
 
 /// Paths per call when the plugin states no preference.
 const DEFAULT_BATCH: usize = 256;

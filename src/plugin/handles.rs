@@ -9,7 +9,7 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 
 use crate::store::StoreRoot;
-use crate::upload::Upload;
+use crate::store::upload::Upload;
 
 /// A root the plugin holds a handle to.
 pub struct StoreHandle {

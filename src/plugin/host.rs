@@ -18,9 +18,9 @@ use super::budget::Budget;
 pub use super::handles::PendingAborts;
 use super::handles::{ReaderHandle, StoreHandle, WriterHandle};
 use super::text::{MAX_LOG_LINE, bounded};
-use crate::object_copy::copy_between;
 use crate::store::StoreRoot;
-use crate::upload::{StreamPolicy, Upload};
+use crate::store::object_copy::copy_between;
+use crate::store::upload::{StreamPolicy, Upload};
 
 /// Bytes a single `read` may return, whatever the plugin asks for.
 const MAX_READ: usize = 1024 * 1024;

@@ -31,7 +31,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::ident::is_valid_identifier;
+use crate::model::ident::is_valid_identifier;
 pub use runtime::PluginRuntime;
 
 /// The WIT package version this host implements.
@@ -43,7 +43,7 @@ pub const COMPACTION_WIT_PACKAGE: &str = "sleet:compaction@0.1.0";
 const MERGE_EXPORT: &str = "sleet:compaction/merge-operator@0.1";
 const FILTER_EXPORT: &str = "sleet:compaction/compaction-filter@0.1";
 
-pub use crate::policy::{PluginKind, PluginLimits};
+pub use crate::model::policy::{PluginKind, PluginLimits};
 
 /// A loaded plugin as the fleet sees it (heartbeats, `sleet plugin list`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

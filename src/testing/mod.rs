@@ -576,16 +576,20 @@ pub fn local_s3_bucket(endpoint: &str, bucket: &str) -> Arc<dyn ObjectStore> {
 
 /// The address of `bucket` on the local test S3 server, as a node would
 /// derive it from its environment (for server-side copies across buckets).
-pub fn local_s3_address(endpoint: &str, bucket: &str) -> Option<crate::bucket_copy::S3Address> {
-    crate::bucket_copy::S3Address::from_builder(&local_s3_builder(endpoint, bucket))
+pub fn local_s3_address(
+    endpoint: &str,
+    bucket: &str,
+) -> Option<crate::store::bucket_copy::S3Address> {
+    crate::store::bucket_copy::S3Address::from_builder(&local_s3_builder(endpoint, bucket))
 }
 
 /// [`local_s3_address`] as a root's address.
 pub fn local_s3_bucket_address(
     endpoint: &str,
     bucket: &str,
-) -> Option<Arc<crate::bucket_copy::BucketAddress>> {
-    local_s3_address(endpoint, bucket).map(|a| Arc::new(crate::bucket_copy::BucketAddress::S3(a)))
+) -> Option<Arc<crate::store::bucket_copy::BucketAddress>> {
+    local_s3_address(endpoint, bucket)
+        .map(|a| Arc::new(crate::store::bucket_copy::BucketAddress::S3(a)))
 }
 
 fn local_s3_builder(endpoint: &str, bucket: &str) -> object_store::aws::AmazonS3Builder {

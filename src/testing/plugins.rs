@@ -8,8 +8,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::commands::scaffold::{self, Lang};
 use crate::plugin::PluginKind;
-use crate::scaffold::{self, Lang};
 
 /// Builds the plugin crates under `plugins/` for wasm32-wasip2 into
 /// `target_dir` (release) and returns the directory holding the

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use sleet::Service;
-use sleet::placement::PlacementKey;
-use sleet::registry::file_name;
+use sleet::model::placement::PlacementKey;
+use sleet::model::registry::file_name;
 
 use crate::common::*;
 

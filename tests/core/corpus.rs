@@ -8,9 +8,9 @@ use sleet::Service;
 use sleet::config::{
     CompressionCodec, CopierKind, MirrorMode, parse_database_config, parse_fleet_config,
 };
-use sleet::heartbeat::HeartbeatBody;
-use sleet::placement::PlacementKey;
-use sleet::registry::{canonicalize_database_url, file_name, parse_file_name};
+use sleet::model::heartbeat::HeartbeatBody;
+use sleet::model::placement::PlacementKey;
+use sleet::model::registry::{canonicalize_database_url, file_name, parse_file_name};
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus/v0.1.0");
 

@@ -85,7 +85,7 @@ fn promtool_accepts(promtool: &Path, exprs: &[String]) -> Result<(), String> {
 /// The sample names a node exports: counters as `<name>_total`,
 /// histograms as `_bucket`, `_sum` and `_count`, gauges as they are.
 fn exported_samples() -> BTreeSet<String> {
-    let text = sleet::metrics::Metrics::catalogue();
+    let text = sleet::observe::metrics::Metrics::catalogue();
     let mut names = BTreeSet::new();
     for line in text.lines() {
         let Some(rest) = line.strip_prefix("# TYPE ") else {

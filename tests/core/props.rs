@@ -6,8 +6,10 @@ use proptest::prelude::*;
 use sleet::HumanDuration;
 use sleet::Service;
 use sleet::config::{DatabaseConfig, FleetConfig};
-use sleet::placement::PlacementKey;
-use sleet::registry::{canonicalize_database_url, canonicalize_url, file_name, parse_file_name};
+use sleet::model::placement::PlacementKey;
+use sleet::model::registry::{
+    canonicalize_database_url, canonicalize_url, file_name, parse_file_name,
+};
 
 fn segment() -> impl Strategy<Value = String> {
     prop::string::string_regex("[a-zA-Z0-9 _.~%µçü漢-]{1,12}").unwrap()

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use futures::future::join_all;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
-use sleet::root::{ConfigPoller, FleetRoot, node_view};
+use sleet::fleet::root::{ConfigPoller, FleetRoot, node_view};
 use sleet::testing::{CountingStore, Op};
 
 use crate::common::*;

@@ -35,7 +35,7 @@ fn database_schema() -> Value {
 #[test]
 fn committed_schemas_are_current() {
     let mut stale = Vec::new();
-    for file in sleet::schema::all() {
+    for file in sleet::commands::schema::all() {
         let path = format!("{SCHEMA_DIR}/{}", file.name);
         if std::env::var_os("UPDATE_SCHEMAS").is_some() {
             std::fs::write(&path, &file.text).unwrap();
@@ -83,7 +83,8 @@ fn heartbeat_bodies_validate() {
         &std::fs::read_to_string(format!("{ROOT}/tests/corpus/v0.1.0/heartbeat.json")).unwrap(),
     );
     assert_eq!(problems(&schema, &corpus), Vec::<String>::new());
-    let ours = serde_json::to_value(sleet::heartbeat::HeartbeatBody::new("n1", vec![])).unwrap();
+    let ours =
+        serde_json::to_value(sleet::model::heartbeat::HeartbeatBody::new("n1", vec![])).unwrap();
     assert_eq!(problems(&schema, &ours), Vec::<String>::new());
     assert!(!problems(&schema, &json!({"version": 1})).is_empty());
 }

@@ -14,7 +14,7 @@ fn registered_source(root: &FileRoot, data: &std::path::Path) -> String {
             .await
             .unwrap();
     });
-    sleet::registry::canonicalize_database_url(&source).unwrap()
+    sleet::model::registry::canonicalize_database_url(&source).unwrap()
 }
 
 #[test]
@@ -200,9 +200,11 @@ fn colliding_destinations_are_caught_before_a_byte_is_written() {
     );
     let a = registered_source(&root, &data.path().join("a"));
     let b_dir = data.path().join("b");
-    let b =
-        sleet::registry::canonicalize_database_url(&format!("file://{}/source", b_dir.display()))
-            .unwrap();
+    let b = sleet::model::registry::canonicalize_database_url(&format!(
+        "file://{}/source",
+        b_dir.display()
+    ))
+    .unwrap();
     tokio::runtime::Runtime::new()
         .unwrap()
         .block_on(db::seed(&b, 1));
@@ -216,7 +218,10 @@ fn colliding_destinations_are_caught_before_a_byte_is_written() {
     assert!(refused.contains("source_prefix"), "{refused}");
 
     // Registered anyway, as an older sleet would.
-    root.write(&format!("dbs/{}", sleet::registry::file_name(&b)), "");
+    root.write(
+        &format!("dbs/{}", sleet::model::registry::file_name(&b)),
+        "",
+    );
     let status = json(&ok(sleet(&["status", &root.url(), "--format", "json"])));
     let collide = format!(
         "mirror destinations collide: {a} target dr and {b} target dr all map to {dest}; none of them runs"

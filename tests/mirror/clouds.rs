@@ -7,12 +7,12 @@
 use std::sync::Arc;
 
 use object_store::ObjectStoreExt;
-use sleet::bucket_copy::CopyAcross;
-use sleet::database::DatabaseHandle;
-use sleet::object_copy::copy_between;
+use sleet::fleet::database::DatabaseHandle;
 use sleet::store::StoreRoot;
+use sleet::store::bucket_copy::CopyAcross;
+use sleet::store::object_copy::copy_between;
+use sleet::store::upload::StreamPolicy;
 use sleet::testing::{CountingStore, Op};
-use sleet::upload::StreamPolicy;
 
 use crate::common::*;
 use crate::copiers::{OneTarget, builtin_pass};
@@ -202,7 +202,7 @@ const AZURITE_KEY: &str =
 
 /// The address of `container` on Azurite reached through `proxy`,
 /// configured as for a real account with its own endpoint.
-fn azurite_via(proxy: &str, container: &str) -> sleet::bucket_copy::BucketAddress {
+fn azurite_via(proxy: &str, container: &str) -> sleet::store::bucket_copy::BucketAddress {
     use object_store::azure::MicrosoftAzureBuilder;
     let builder = MicrosoftAzureBuilder::new()
         .with_account("devstoreaccount1")
@@ -211,8 +211,9 @@ fn azurite_via(proxy: &str, container: &str) -> sleet::bucket_copy::BucketAddres
         .with_allow_http(true)
         .with_container_name(container);
     let store = Arc::new(builder.clone().build().expect("an Azure client"));
-    let address = sleet::bucket_copy::AzureAddress::new(&builder, store).expect("an address");
-    sleet::bucket_copy::BucketAddress::Azure(address)
+    let address =
+        sleet::store::bucket_copy::AzureAddress::new(&builder, store).expect("an address");
+    sleet::store::bucket_copy::BucketAddress::Azure(address)
 }
 
 /// Azure answers a `Copy Blob` it has not finished with "pending" (large

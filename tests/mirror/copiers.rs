@@ -205,7 +205,7 @@ async fn builtin_pass_across(
     name: &str,
 ) -> (sleet::mirror::pass::PassOutcome, u64, String) {
     use object_store::path::Path;
-    use sleet::database::DatabaseHandle;
+    use sleet::fleet::database::DatabaseHandle;
     use sleet::testing::local_s3_bucket_address;
 
     let source = DatabaseHandle::from_parts(
@@ -229,12 +229,12 @@ async fn builtin_pass_across(
 /// returns the outcome and how many data objects (`wal/`, `compacted/`)
 /// the node read from the source.
 pub async fn builtin_pass(
-    source: sleet::database::DatabaseHandle,
-    destination: sleet::database::DatabaseHandle,
+    source: sleet::fleet::database::DatabaseHandle,
+    destination: sleet::fleet::database::DatabaseHandle,
 ) -> (sleet::mirror::pass::PassOutcome, u64) {
     use std::sync::Arc;
 
-    use sleet::copier::builtin::BuiltinCopier;
+    use sleet::mirror::copier::builtin::BuiltinCopier;
     use sleet::mirror::pass::{DeepCheck, MirrorPair};
     use sleet::testing::CountingStore;
 
@@ -254,7 +254,7 @@ pub async fn builtin_pass(
         destination: destination.clone(),
         copier: Arc::new(BuiltinCopier::new(8)),
         checkpoint_lifetime: std::time::Duration::from_secs(60),
-        progress: sleet::copier::CopyProgress::new(),
+        progress: sleet::mirror::copier::CopyProgress::new(),
         deep_check: DeepCheck::every(std::time::Duration::from_secs(3600)),
         pin_source: true,
     };
@@ -381,7 +381,7 @@ async fn a_failed_server_side_copy_is_asked_again_and_a_refused_one_is_not() {
 async fn a_copy_in_parts_across_buckets_is_the_source_byte_for_byte() {
     use object_store::ObjectStoreExt;
     use object_store::path::Path;
-    use sleet::bucket_copy::CopyAcross;
+    use sleet::store::bucket_copy::CopyAcross;
     use sleet::testing::local_s3_address;
 
     let Some(endpoint) = endpoint() else { return };

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use slatedb::Db;
-use sleet::copier::{CopierOptions, CopyProgress};
-use sleet::mirror_ops as ops;
-use sleet::response::MirrorSyncResponse;
+use sleet::commands::mirror as ops;
+use sleet::mirror::copier::{CopierOptions, CopyProgress};
+use sleet::model::response::MirrorSyncResponse;
 use sleet::{CancellationToken, Fleet, NodeOptions, Service};
 use tokio::task::JoinHandle;
 
@@ -84,7 +84,7 @@ impl Source {
             root,
             data,
             fleet,
-            url: sleet::registry::canonicalize_database_url(&url).unwrap(),
+            url: sleet::model::registry::canonicalize_database_url(&url).unwrap(),
             writer,
             rounds,
             node: None,

@@ -55,7 +55,9 @@ async fn a_node_mirrors_continuously_and_periodically_beside_its_other_work() {
         let url = source.data_url(name);
         let file = format!(
             "dbs/{}",
-            sleet::registry::file_name(&sleet::registry::canonicalize_database_url(&url).unwrap())
+            sleet::model::registry::file_name(
+                &sleet::model::registry::canonicalize_database_url(&url).unwrap()
+            )
         );
         source.root.write(&file, &body);
         url

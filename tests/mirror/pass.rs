@@ -147,8 +147,8 @@ async fn slow_pass(pin_source: bool) -> (Result<u64, String>, String, tempfile::
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    use sleet::copier::wasm::WasmCopier;
-    use sleet::database::DatabaseHandle;
+    use sleet::fleet::database::DatabaseHandle;
+    use sleet::mirror::copier::wasm::WasmCopier;
     use sleet::mirror::pass::{DeepCheck, MirrorPair};
     use sleet::plugin::{PluginRuntime, PluginSet};
 
@@ -179,7 +179,7 @@ async fn slow_pass(pin_source: bool) -> (Result<u64, String>, String, tempfile::
         destination: DatabaseHandle::open(&dest).unwrap(),
         copier: Arc::new(copier),
         checkpoint_lifetime: Duration::from_secs(10),
-        progress: sleet::copier::CopyProgress::new(),
+        progress: sleet::mirror::copier::CopyProgress::new(),
         deep_check: DeepCheck::every(Duration::from_secs(3600)),
         pin_source,
     };
@@ -254,8 +254,8 @@ async fn a_pass_cut_off_after_its_support_leaves_the_previous_head_restorable() 
     use std::sync::Arc;
 
     use slatedb::config::CheckpointOptions;
-    use sleet::copier::builtin::BuiltinCopier;
-    use sleet::database::DatabaseHandle;
+    use sleet::fleet::database::DatabaseHandle;
+    use sleet::mirror::copier::builtin::BuiltinCopier;
     use sleet::mirror::layout::manifest_name;
     use sleet::mirror::pass::{DeepCheck, MirrorPair};
     use sleet::mirror::restore::{RestorePoint, restore};
@@ -271,7 +271,7 @@ async fn a_pass_cut_off_after_its_support_leaves_the_previous_head_restorable() 
         destination,
         copier: Arc::new(BuiltinCopier::new(4)),
         checkpoint_lifetime: Duration::from_secs(60),
-        progress: sleet::copier::CopyProgress::new(),
+        progress: sleet::mirror::copier::CopyProgress::new(),
         deep_check: DeepCheck::every(Duration::from_secs(3600)),
         pin_source: true,
     };
@@ -316,9 +316,10 @@ async fn a_pass_cut_off_after_its_support_leaves_the_previous_head_restorable() 
     let cut = pair(cut_off).sync_pass(&cancel).await;
     assert!(cut.is_err(), "the head's write was refused: {cut:?}");
 
-    let report = sleet::mirror_ops::verify_url(&dest, sleet::copier::CopyProgress::new())
-        .await
-        .unwrap();
+    let report =
+        sleet::commands::mirror::verify_url(&dest, sleet::mirror::copier::CopyProgress::new())
+            .await
+            .unwrap();
     assert_eq!(report.latest_manifest, Some(y.manifest_id), "{report:#?}");
     assert_eq!(report.latest_restore_point, Some(first.head), "{report:#?}");
     assert!(report.problems.is_empty(), "{report:#?}");
@@ -328,7 +329,7 @@ async fn a_pass_cut_off_after_its_support_leaves_the_previous_head_restorable() 
         &DatabaseHandle::open(&restored).unwrap(),
         RestorePoint::Latest,
         false,
-        sleet::copier::CopyProgress::new(),
+        sleet::mirror::copier::CopyProgress::new(),
         &cancel,
     )
     .await
@@ -340,9 +341,10 @@ async fn a_pass_cut_off_after_its_support_leaves_the_previous_head_restorable() 
         .sync_pass(&cancel)
         .await
         .expect("the next pass");
-    let report = sleet::mirror_ops::verify_url(&dest, sleet::copier::CopyProgress::new())
-        .await
-        .unwrap();
+    let report =
+        sleet::commands::mirror::verify_url(&dest, sleet::mirror::copier::CopyProgress::new())
+            .await
+            .unwrap();
     assert!(report.problems.is_empty(), "{report:#?}");
     assert_eq!(report.latest_restore_point, Some(next.head), "{report:#?}");
     assert_eq!(report.latest_manifest, Some(next.head), "{report:#?}");

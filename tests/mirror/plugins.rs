@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use sleet::CancellationToken;
-use sleet::copier::{CopierOptions, CopyProgress};
-use sleet::mirror_ops as ops;
+use sleet::commands::mirror as ops;
+use sleet::mirror::copier::{CopierOptions, CopyProgress};
 use sleet::plugin::PluginSet;
 
 use crate::db;
@@ -29,7 +29,7 @@ async fn load(dir: &std::path::Path, fleet_pins: &[(&str, String)]) -> Arc<Plugi
 async fn sync(
     source: &Source,
     plugins: &Arc<PluginSet>,
-) -> Result<sleet::response::MirrorSyncResponse, sleet::Error> {
+) -> Result<sleet::model::response::MirrorSyncResponse, sleet::Error> {
     let copiers = CopierOptions {
         plugins: Some(plugins.clone()),
         node_id: "test".into(),
@@ -131,8 +131,8 @@ async fn failed_pass(
 /// verification. Each fails its pass naming the plugin, commits nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_copiers_that_hoard_or_lie_are_stopped_and_caught() {
+    use sleet::commands::scaffold::Lang;
     use sleet::plugin::PluginKind;
-    use sleet::scaffold::Lang;
     if crate::wasm::toolchain(Lang::Python).is_none() {
         return;
     }
@@ -162,8 +162,8 @@ async fn python_copiers_that_hoard_or_lie_are_stopped_and_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_and_javascript_streaming_copiers_hold_what_they_read_within_their_budget() {
     use object_store::ObjectStoreExt;
+    use sleet::commands::scaffold::Lang;
     use sleet::plugin::{PluginKind, PluginLimits};
-    use sleet::scaffold::Lang;
     let langs = [
         (Lang::Python, "py-stream-copier", 16 + 24),
         (Lang::Js, "js-stream-copier", 16 + 2 * 24),
@@ -492,7 +492,7 @@ async fn copies_a_plugin_only_claims_are_caught_before_commit() {
         assert!(err.contains(found), "{mode}: {err}");
         assert!(err.contains("nothing was committed"), "{mode}: {err}");
         // The same destination, mirrored by the builtin copier.
-        let honest = sleet::copier::CopierOptions::default();
+        let honest = sleet::mirror::copier::CopierOptions::default();
         source.root.write(
             "sleet.toml",
             &format!(

@@ -1,9 +1,9 @@
 //! Periodic restore points, retention, and restore.
 
 use sleet::CancellationToken;
-use sleet::copier::CopyProgress;
+use sleet::commands::mirror as ops;
+use sleet::mirror::copier::CopyProgress;
 use sleet::mirror::restore::RestorePoint;
-use sleet::mirror_ops as ops;
 
 use crate::db;
 use crate::harness::{Source, assert_verified, pause, target_toml};
@@ -135,7 +135,7 @@ async fn a_damaged_destination_is_named_refused_and_repaired() {
     std::fs::remove_file(on_disk(&ssts[1])).unwrap();
     std::fs::write(on_disk(&ssts[1]), &whole[..whole.len() / 2]).unwrap();
 
-    let report = ops::verify_url(&backup, sleet::copier::CopyProgress::new())
+    let report = ops::verify_url(&backup, sleet::mirror::copier::CopyProgress::new())
         .await
         .unwrap();
     let problems = report.problems.join("\n");

@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use sleet::commands::scaffold::Lang;
 use sleet::plugin::PluginKind;
-use sleet::scaffold::Lang;
 
 /// The outer build's target directory (`<target>/debug/sleet` is the binary).
 fn outer_target_dir() -> PathBuf {

@@ -11,10 +11,10 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 use slatedb::Db;
 use sleet::daemon::DatabaseOpener;
-use sleet::database::DatabaseHandle;
-use sleet::heartbeat::HeartbeatBody;
-use sleet::placement::PlacementKey;
-use sleet::root::FleetRoot;
+use sleet::fleet::database::DatabaseHandle;
+use sleet::fleet::root::FleetRoot;
+use sleet::model::heartbeat::HeartbeatBody;
+use sleet::model::placement::PlacementKey;
 use sleet::testing::{CountingStore, Faults, FaultyStore};
 use sleet::{CancellationToken, Fleet, NodeOptions, Service, StatusOptions, StatusResponse};
 use tokio::task::JoinHandle;
@@ -81,8 +81,8 @@ pub fn coordinator_owner<'a>(url: &str, live: &[&'a str]) -> &'a str {
 /// The node that owns one service of a database (the first, for workers),
 /// by placement.
 pub fn owner<'a>(url: &str, service: Service, live: &[&'a str]) -> &'a str {
-    let canonical = sleet::registry::canonicalize_database_url(url).unwrap();
-    let key = sleet::placement::PlacementKey::Service {
+    let canonical = sleet::model::registry::canonicalize_database_url(url).unwrap();
+    let key = sleet::model::placement::PlacementKey::Service {
         database: &canonical,
         service,
     };
@@ -334,7 +334,7 @@ impl Cluster {
     /// Tasks per service; with `with_backoff`, also those waiting out a
     /// failure (what the node owns).
     pub async fn tasks(&self, id: &str, with_backoff: bool) -> Option<BTreeMap<Service, u64>> {
-        let count = |s: &sleet::heartbeat::ServiceTasks| {
+        let count = |s: &sleet::model::heartbeat::ServiceTasks| {
             s.running + if with_backoff { s.backoff } else { 0 }
         };
         Some(
@@ -444,7 +444,7 @@ impl Seeded {
         }
         let canonical = urls
             .iter()
-            .map(|u| sleet::registry::canonicalize_database_url(u).unwrap())
+            .map(|u| sleet::model::registry::canonicalize_database_url(u).unwrap())
             .collect();
         Seeded {
             urls,
@@ -587,12 +587,12 @@ async fn a_cluster_compacts_collects_and_fails_over() {
     // Config edits converge within config_poll plus a tick.
     cluster.spawn("n1");
     cluster.root().write(
-        &format!("dbs/{}", sleet::registry::file_name(&canonical[1])),
+        &format!("dbs/{}", sleet::model::registry::file_name(&canonical[1])),
         "services = [\"gc\"]\n",
     );
     std::fs::remove_file(cluster.root().path(&format!(
         "dbs/{}",
-        sleet::registry::file_name(&canonical[2])
+        sleet::model::registry::file_name(&canonical[2])
     )))
     .unwrap();
     dbs.insert(canonical[1].clone(), vec![Service::Gc]);
@@ -714,7 +714,9 @@ async fn bad_input_while_running_keeps_the_node_on_its_last_good_view() {
         .write("sleet.toml", "[node\nheartbeat_interval = ");
     let good_file = format!(
         "dbs/{}",
-        sleet::registry::file_name(&sleet::registry::canonicalize_database_url(&good).unwrap())
+        sleet::model::registry::file_name(
+            &sleet::model::registry::canonicalize_database_url(&good).unwrap()
+        )
     );
     cluster.root().write(&good_file, "services = 7\n");
     tokio::time::sleep(Duration::from_secs(3)).await;

@@ -214,9 +214,9 @@ async fn a_missing_or_hostile_merge_operator_fails_only_its_database_and_status_
     }
     db::seed(&plain, 4).await;
     for (url, mode) in [(&looping, "loop"), (&trapping, "trap")] {
-        let canonical = sleet::registry::canonicalize_database_url(url).unwrap();
+        let canonical = sleet::model::registry::canonicalize_database_url(url).unwrap();
         cluster.root().write(
-            &format!("dbs/{}", sleet::registry::file_name(&canonical)),
+            &format!("dbs/{}", sleet::model::registry::file_name(&canonical)),
             &format!(
                 "merge_operator = \"plugin:hostile-merge\"\n\
                  [merge_operator_config]\nmode = \"{mode}\"\n"

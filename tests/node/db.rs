@@ -16,7 +16,7 @@ use slatedb::{Db, DbReader, DbReaderMode};
 /// Writer settings that make many small L0 SSTs quickly, with no embedded
 /// compactor or GC: the fleet's nodes must do that work.
 pub fn tiny_settings() -> Settings {
-    sleet::demo::small_sst_writer_settings()
+    sleet::commands::demo::small_sst_writer_settings()
 }
 
 pub fn open_store(url: &str) -> (Arc<dyn ObjectStore>, Path) {

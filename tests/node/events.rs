@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use sleet::Service;
-use sleet::events::setup::{Endpoints, setup};
-use sleet::events::sqs::{AwsCalls, Sqs};
+use sleet::services::events::setup::{Endpoints, setup};
+use sleet::services::events::sqs::{AwsCalls, Sqs};
 use sleet::testing::CountingStore;
 
 use crate::cluster::{Cluster, owner, placement_matches, poll_until};
@@ -633,7 +633,7 @@ async fn duplicate_late_and_foreign_events_change_nothing_but_cost() {
     let root = cluster.fleet.root();
     let acks: Vec<String> = futures::TryStreamExt::try_collect::<Vec<_>>(
         root.store()
-            .list(Some(&root.path(sleet::events::check::ACK_DIR))),
+            .list(Some(&root.path(sleet::services::events::check::ACK_DIR))),
     )
     .await
     .unwrap()

@@ -13,8 +13,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use object_store::ObjectStoreExt;
+use sleet::commands::scaffold::Lang;
 use sleet::plugin::PluginKind;
-use sleet::scaffold::Lang;
 
 use crate::cluster::{Cluster, FAST_NODE_AND_COMPACTION, poll_until};
 use crate::common::{endpoint, json, s3_env};
@@ -214,9 +214,12 @@ fn clock_in(hours: i64) -> String {
 
 /// Writes a database's registry file (its overrides of `[database]`).
 async fn register_with(cluster: &Cluster, url: &str, body: &str) {
-    let canonical = sleet::registry::canonicalize_database_url(url).unwrap();
+    let canonical = sleet::model::registry::canonicalize_database_url(url).unwrap();
     let root = cluster.fleet.root();
-    let file = root.path(&format!("dbs/{}", sleet::registry::file_name(&canonical)));
+    let file = root.path(&format!(
+        "dbs/{}",
+        sleet::model::registry::file_name(&canonical)
+    ));
     root.store()
         .put(&file, body.to_string().into())
         .await

@@ -11,9 +11,9 @@ use slatedb::Db;
 use slatedb::admin::AdminBuilder;
 use slatedb::config::Settings;
 use sleet::config::DatabaseConfig;
-use sleet::database::DatabaseHandle;
-use sleet::outside_compactor::records::EpochRecords;
-use sleet::root::FleetRoot;
+use sleet::fleet::database::DatabaseHandle;
+use sleet::fleet::root::FleetRoot;
+use sleet::services::outside_compactor::records::EpochRecords;
 use sleet::services::{ServiceError, ServiceSpec, run_service};
 use tokio_util::sync::CancellationToken;
 
@@ -379,7 +379,7 @@ async fn a_fence_by_another_fleet_node_is_not_an_outside_compactor() {
     };
     let start = |node: &str| {
         let records = EpochRecords::new(root.clone(), node);
-        let wakes = sleet::idle::wakes::WakeSignals::new(root.clone(), node);
+        let wakes = sleet::services::idle::wakes::WakeSignals::new(root.clone(), node);
         let db = handle();
         let spec = spec.clone();
         let token = CancellationToken::new();

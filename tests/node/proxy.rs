@@ -286,7 +286,7 @@ impl Forward {
         if request
             .uri()
             .to_string()
-            .contains(sleet::store_check::SCRATCH_DIR)
+            .contains(sleet::store::check::SCRATCH_DIR)
         {
             counts.store_check_requests.fetch_add(1, Ordering::Relaxed);
         }

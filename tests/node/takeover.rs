@@ -286,10 +286,10 @@ fn compactor_records(
     root: &std::path::Path,
     url: &str,
 ) -> Vec<(u64, String, std::time::SystemTime)> {
-    let canonical = sleet::registry::canonicalize_database_url(url).unwrap();
+    let canonical = sleet::model::registry::canonicalize_database_url(url).unwrap();
     let dir = root
         .join("compactors")
-        .join(sleet::registry::encoded_name(&canonical));
+        .join(sleet::model::registry::encoded_name(&canonical));
     let mut records = Vec::new();
     for epoch in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
         let Ok(number) = epoch.file_name().to_string_lossy().parse::<u64>() else {
