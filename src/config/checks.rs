@@ -5,6 +5,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::files::*;
+use super::sections::{
+    CoordinatorOverrides, HookOverrides, MirrorTargetOverrides, PluginGrants, WorkerOverrides,
+};
 use crate::model::duration::HumanDuration;
 use crate::model::ident::is_valid_identifier;
 use crate::model::registry::canonicalize_url;

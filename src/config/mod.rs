@@ -11,15 +11,25 @@
 //! [`resolve`] layers them into settings with defaults applied, and
 //! [`checks`] parses text and reports every problem at once.
 
+/// Copies every field of `$upper` that is set onto `$lower`.
+macro_rules! overlay_fields {
+    ($lower:expr, $upper:expr; $($field:ident),+ $(,)?) => {
+        $( if $upper.$field.is_some() { $lower.$field = $upper.$field.clone(); } )+
+    };
+}
+
 mod checks;
 mod files;
 mod hazards;
+mod layering;
 mod resolve;
+mod sections;
 
 pub use checks::*;
 pub use files::*;
 pub use hazards::*;
 pub use resolve::*;
+pub use sections::*;
 
 #[cfg(test)]
 mod tests;

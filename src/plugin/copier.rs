@@ -8,13 +8,12 @@ use std::sync::atomic::Ordering;
 
 use wasmtime::component::{Component, HasSelf, Resource};
 
-use super::PluginLimits;
 use super::bindings::copier_world::exports::sleet::plugin::copier::Info;
 use super::bindings::copier_world::{CopierPlugin as Bindings, CopierPluginPre};
 use super::host::{HostState, Scope};
 use super::runtime::{PluginRuntime, load_error};
 use super::text::{MAX_MESSAGE, bounded};
-use super::{PluginError, PluginInfo};
+use super::{PluginError, PluginInfo, PluginLimits};
 use crate::store::StoreRoot;
 use crate::store::upload::StreamPolicy;
 

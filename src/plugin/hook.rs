@@ -6,14 +6,13 @@ use std::sync::Arc;
 
 use wasmtime::component::{Component, HasSelf};
 
-use super::PluginLimits;
 use super::bindings::hook_world::exports::sleet::plugin::hook::{
     Decision as WitDecision, Outcome as WitOutcome, TaskContext,
 };
 use super::bindings::hook_world::{HookPlugin as Bindings, HookPluginPre};
 use super::host::{HostState, Scope};
 use super::runtime::{PluginEvent, PluginRuntime, load_error};
-use super::{PluginError, PluginInfo};
+use super::{PluginError, PluginInfo, PluginLimits};
 
 /// What a run is, for a hook.
 #[derive(Debug, Clone, PartialEq, Eq)]

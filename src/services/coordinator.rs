@@ -11,8 +11,7 @@ use slatedb_common::metrics::MetricsRecorder;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::outside_compactor;
-use super::{ServiceError, coordinator_options};
+use super::{ServiceError, coordinator_options, outside_compactor};
 use crate::config::CoordinatorSettings;
 use crate::fleet::database::DatabaseHandle;
 use crate::services::compaction_code::CompactionCode;

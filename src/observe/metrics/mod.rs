@@ -5,19 +5,25 @@
 //! Names and labels are documented in `docs/operations.md`. Counters are
 //! registered without `_total`; the encoder adds it.
 
+mod labels;
 mod slatedb;
+mod target;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+pub use self::labels::{
+    CallLabels, CopiedLabels, DecisionLabels, DurationLabels, PassLabels, PrunedLabels,
+    ServiceLabels, StoreLabels, StoreTrustLabels, TargetLabels, TaskStateLabels,
+};
 pub use self::slatedb::SlateDbRecorder;
+pub use self::target::TargetMetrics;
 use crate::plugin::runtime::PluginEvent;
 
 /// How much per-database detail the node exports. A mirror target adds
@@ -36,77 +42,9 @@ pub enum Detail {
     Database,
 }
 
-#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ServiceLabels {
-    pub service: String,
-}
-
-#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TaskStateLabels {
-    pub service: String,
-    pub state: String,
-}
-
-#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TargetLabels {
-    pub database: String,
-    pub target: String,
-}
-
-#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PassLabels {
-    pub database: String,
-    pub target: String,
-    pub result: String,
-}
-
-#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CopiedLabels {
-    pub database: String,
-    pub target: String,
-    pub copier: String,
-}
-
-#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PrunedLabels {
-    pub database: String,
-    pub target: String,
-    pub kind: String,
-}
-
-#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CallLabels {
-    pub plugin: String,
-    pub export: String,
-    pub result: String,
-}
-
-#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DurationLabels {
-    pub plugin: String,
-    pub export: String,
-}
-
-#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DecisionLabels {
-    pub plugin: String,
-    pub decision: String,
-}
-
-#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StoreLabels {
-    pub store: String,
-}
-
-#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StoreTrustLabels {
-    pub store: String,
-    pub trust: String,
-}
-
+/// Histogram buckets from 1 ms to about 4.4 minutes.
 type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
-/// Histogram buckets from 1 ms to about 4.4 minutes.
 fn seconds_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 4.0, 10))
 }
@@ -425,10 +363,7 @@ impl Metrics {
 
     /// The series of one mirror target.
     pub fn target(self: &Arc<Self>, database: &str, target: &str) -> TargetMetrics {
-        TargetMetrics {
-            labels: self.target_labels(database, target),
-            metrics: self.clone(),
-        }
+        TargetMetrics::new(self.clone(), self.target_labels(database, target))
     }
 
     /// A config poll read the fleet root.
@@ -559,120 +494,5 @@ impl Metrics {
     }
 }
 
-/// What one mirror target records.
-#[derive(Debug, Clone)]
-pub struct TargetMetrics {
-    metrics: Arc<Metrics>,
-    labels: TargetLabels,
-}
-
-impl TargetMetrics {
-    /// A pass ended: `committed`, `caught_up`, `deferred` or `failed`.
-    pub fn pass(&self, result: &str) {
-        let TargetLabels { database, target } = self.labels.clone();
-        self.metrics
-            .mirror
-            .passes
-            .get_or_create(&PassLabels {
-                database,
-                target,
-                result: result.to_string(),
-            })
-            .inc();
-    }
-
-    pub fn copied(&self, copier: &str, objects: u64, bytes: u64) {
-        let TargetLabels { database, target } = self.labels.clone();
-        let labels = CopiedLabels {
-            database,
-            target,
-            copier: copier.to_string(),
-        };
-        let mirror = &self.metrics.mirror;
-        mirror.objects.get_or_create(&labels).inc_by(objects);
-        mirror.bytes.get_or_create(&labels).inc_by(bytes);
-    }
-
-    /// How far the destination is behind the source.
-    pub fn behind(&self, manifests: u64, for_how_long: Duration) {
-        let mirror = &self.metrics.mirror;
-        mirror
-            .behind_manifests
-            .get_or_create(&self.labels)
-            .set(manifests as i64);
-        mirror
-            .behind_seconds
-            .get_or_create(&self.labels)
-            .set(for_how_long.as_secs_f64());
-    }
-
-    /// A pass just committed a restore point.
-    pub fn restore_point_committed(&self) {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        self.metrics
-            .mirror
-            .last_restore_point
-            .get_or_create(&self.labels)
-            .set(now.as_secs_f64());
-    }
-
-    pub fn pruned(&self, manifests: u64, objects: u64) {
-        for (kind, count) in [("manifests", manifests), ("objects", objects)] {
-            let TargetLabels { database, target } = self.labels.clone();
-            self.metrics
-                .mirror
-                .pruned
-                .get_or_create(&PrunedLabels {
-                    database,
-                    target,
-                    kind: kind.to_string(),
-                })
-                .inc_by(count);
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_family_is_exported_with_its_help() {
-        let metrics = Metrics::default();
-        metrics.tick_took(Duration::from_millis(3));
-        metrics
-            .tasks
-            .restarts
-            .get_or_create(&ServiceLabels {
-                service: "gc".into(),
-            })
-            .inc();
-        let text = metrics.encode();
-        assert!(text.contains("sleet_node_ticks_total 1"), "{text}");
-        assert!(text.contains("sleet_task_restarts_total{service=\"gc\"} 1"));
-        assert!(text.contains("sleet_node_config_age_seconds "));
-        assert!(text.ends_with("# EOF\n"));
-        let catalogue = Metrics::catalogue();
-        for family in ["sleet_mirror_passes", "sleet_plugin_call_duration_seconds"] {
-            assert!(
-                catalogue.contains(&format!("# TYPE {family} ")),
-                "{catalogue}"
-            );
-        }
-    }
-
-    #[test]
-    fn each_detail_labels_what_it_says() {
-        let url = "s3://b/db";
-        let node = Metrics::new(Detail::Node);
-        assert_eq!(node.slatedb_database_label(url), "");
-        assert_eq!(node.target_labels(url, "t"), TargetLabels::default());
-        let mirror = Metrics::new(Detail::Mirror);
-        assert_eq!(mirror.slatedb_database_label(url), "");
-        assert_eq!(mirror.target_labels(url, "t").target, "t");
-        let database = Metrics::new(Detail::Database);
-        assert_eq!(database.slatedb_database_label(url), url);
-    }
-}
+mod tests;

@@ -4,18 +4,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use chrono::Utc;
 use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{
     ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, PutResult, UpdateVersion,
 };
-use tokio::sync::Barrier;
 
-use super::judge::{self, ClockSample, ClockSkew, RaceRound, SeenEtags};
+use super::judge::{self, ClockSkew};
 use super::{CheckOptions, Form, Outcome, Property, PropertyResult};
 
 /// Every S3-compatible store and GCS give `LastModified` to the second.
+mod race;
+mod reads;
+
 const LAST_MODIFIED_RESOLUTION: Duration = Duration::from_secs(1);
 
 /// The first part of the multipart upload: the smallest part S3 takes.
@@ -110,103 +111,6 @@ impl Probes {
         let skew = judge::clock_skew(&samples, LAST_MODIFIED_RESOLUTION, self.options.skew_bound);
         results.push(judge::clock(skew.as_ref()));
         (results, skew)
-    }
-
-    /// `rounds` races of `writers` conditional PUTs on one fresh key
-    /// each: create-only PUTs of a missing key, or compare-and-swap PUTs
-    /// that all carry the ETag of the key's one version.
-    async fn race(&self, property: Property) -> PropertyResult {
-        let writers = self.options.writers;
-        let mut rounds = Vec::with_capacity(self.options.rounds);
-        // A round that proves nothing is run again on a fresh key, up to
-        // ROUND_ATTEMPTS times in a row.
-        let mut in_a_row = 0;
-        for round in 0.. {
-            let conclusive = rounds
-                .iter()
-                .filter(|r| !RaceRound::inconclusive(r))
-                .count();
-            if conclusive == self.options.rounds || in_a_row == ROUND_ATTEMPTS {
-                break;
-            }
-            let key = self.key(&format!("{}-{round}", super::kebab(property)));
-            let options = match property {
-                Property::AtomicUpdate => match self.store.put(&key, "v0".into()).await {
-                    Ok(first) => update(&first),
-                    Err(e) => {
-                        rounds.push(RaceRound {
-                            errors: vec![format!("the first PUT of {key}: {e}")],
-                            ..RaceRound::default()
-                        });
-                        in_a_row += 1;
-                        continue;
-                    }
-                },
-                _ => create(),
-            };
-            let raced = self.race_round(&key, round, options).await;
-            in_a_row = if raced.inconclusive() {
-                in_a_row + 1
-            } else {
-                0
-            };
-            rounds.push(raced);
-        }
-        judge::race(property, writers, self.options.rounds, &rounds)
-    }
-
-    async fn race_round(&self, key: &Path, round: usize, options: PutOptions) -> RaceRound {
-        let writers = self.options.writers;
-        let start = Arc::new(Barrier::new(writers));
-        let racers = (0..writers).map(|writer| {
-            let (store, key, options, start) = (
-                self.store.clone(),
-                key.clone(),
-                options.clone(),
-                start.clone(),
-            );
-            tokio::spawn(async move {
-                let body = Bytes::from(format!("round {round} writer {writer}"));
-                start.wait().await;
-                let result = store.put_opts(&key, body.clone().into(), options).await;
-                (body, attempt(result))
-            })
-        });
-        let mut tally = RaceRound::default();
-        let mut winner = None;
-        let mut bodies = Vec::with_capacity(writers);
-        for racer in futures::future::join_all(racers).await {
-            let (body, outcome) = racer.unwrap_or_else(|e| {
-                (
-                    Bytes::new(),
-                    Attempt::Failed(format!("a racing writer panicked: {e}")),
-                )
-            });
-            bodies.push(body.clone());
-            match outcome {
-                Attempt::Won(_) => {
-                    tally.wins += 1;
-                    winner = Some(body);
-                }
-                Attempt::Refused => tally.refused += 1,
-                Attempt::Unsupported => tally.unsupported += 1,
-                Attempt::Failed(e) => tally.errors.push(e),
-            }
-        }
-        // A key that is not there is an answer; a read that failed is not.
-        let kept = match self.read(key).await {
-            Ok(kept) => Some(kept),
-            Err(object_store::Error::NotFound { .. }) => None,
-            Err(e) => {
-                tally
-                    .errors
-                    .push(format!("reading {key} after the race: {e}"));
-                None
-            }
-        };
-        tally.winner_kept = winner.is_some() && kept == winner;
-        tally.someone_kept = kept.is_some_and(|kept| bodies.contains(&kept));
-        tally
     }
 
     async fn read(&self, key: &Path) -> object_store::Result<Bytes> {
@@ -347,118 +251,6 @@ impl Probes {
                 "a compare-and-swap PUT of a missing key created it",
             ),
         }
-    }
-
-    /// Writes read back at once, overwrites seen, and deletes seen; the
-    /// ETags of one object by each request; and the clock samples.
-    async fn read_after_write(&self) -> (PropertyResult, PropertyResult, Vec<ClockSample>) {
-        let key = self.key("read");
-        let mut samples = Vec::new();
-        let mut last_put = None;
-        let mut failure = None;
-        // Errors prove nothing either way; a wrong read does.
-        let mut unreached = None;
-        for sample in 0..CLOCK_SAMPLES {
-            if sample > 0 {
-                tokio::time::sleep(CLOCK_SAMPLE_GAP).await;
-            }
-            let body = Bytes::from(format!("version {sample}"));
-            let before = Utc::now();
-            let put = self.store.put(&key, body.clone().into()).await;
-            let after = Utc::now();
-            let (put, head) = match put {
-                Ok(put) => (put, self.store.head(&key).await),
-                Err(e) => {
-                    unreached = Some(format!("PUT {key}: {e}"));
-                    break;
-                }
-            };
-            match (head, self.read(&key).await) {
-                (Ok(head), Ok(read)) if read == body && head.size == body.len() as u64 => {
-                    samples.push(ClockSample {
-                        before,
-                        after,
-                        last_modified: head.last_modified,
-                    });
-                }
-                (Ok(_), Ok(read)) => {
-                    failure = Some(format!(
-                        "wrote {:?}, read {:?}",
-                        String::from_utf8_lossy(&body),
-                        String::from_utf8_lossy(&read)
-                    ));
-                    break;
-                }
-                (Err(e), _) | (_, Err(e)) => {
-                    unreached = Some(format!("read {key} after writing it: {e}"));
-                    break;
-                }
-            }
-            last_put = Some(put);
-        }
-        let etags = match (&failure, &unreached, last_put) {
-            (None, None, Some(put)) => match self.seen_etags(&key, put).await {
-                Ok(seen) => judge::etags(&seen),
-                Err(e) => unproven(Property::Etag, e),
-            },
-            _ => PropertyResult::new(
-                Property::Etag,
-                Outcome::Inconclusive,
-                "no object to compare",
-            ),
-        };
-        if let Some(why) = unreached {
-            let read = unproven(Property::ReadAfterWrite, why);
-            return (read, etags, samples);
-        }
-        if failure.is_none() {
-            if let Err(e) = self.store.delete(&key).await {
-                let read = unproven(Property::ReadAfterWrite, format!("DELETE {key}: {e}"));
-                return (read, etags, samples);
-            }
-            match self.store.head(&key).await {
-                Ok(_) => failure = Some(format!("{key} is still there after a delete")),
-                Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => {
-                    let read = unproven(
-                        Property::ReadAfterWrite,
-                        format!("HEAD {key} after deleting it: {e}"),
-                    );
-                    return (read, etags, samples);
-                }
-            }
-        }
-        let read = match failure {
-            None => PropertyResult::new(
-                Property::ReadAfterWrite,
-                Outcome::Pass,
-                format!("{CLOCK_SAMPLES} overwrites and a delete, each seen at once"),
-            ),
-            Some(why) => PropertyResult::new(Property::ReadAfterWrite, Outcome::Fail, why),
-        };
-        (read, etags, samples)
-    }
-
-    async fn seen_etags(&self, key: &Path, put: PutResult) -> Result<SeenEtags, String> {
-        let unreached = |e: object_store::Error| e.to_string();
-        let head = self.store.head(key).await.map_err(unreached)?.e_tag;
-        let get = self.store.get(key).await.map_err(unreached)?.meta.e_tag;
-        let listed: Vec<_> = self
-            .store
-            .list(Some(&self.scratch))
-            .try_collect()
-            .await
-            .map_err(unreached)?;
-        let list = listed
-            .into_iter()
-            .find(|m| &m.location == key)
-            .and_then(|m| m.e_tag);
-        Ok(SeenEtags {
-            put: put.e_tag,
-            head,
-            get,
-            list,
-        })
     }
 
     /// Three objects listed at once after their PUTs, and one gone from

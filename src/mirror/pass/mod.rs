@@ -18,21 +18,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use chrono::Utc;
-use futures::{StreamExt, TryStreamExt};
 
 use slatedb::VersionedManifest;
-use slatedb::config::CheckpointOptions;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::MirrorError;
-use super::io::{
-    CreateOutcome, HEAD_PARALLELISM, data_sizes, get_bytes, list_dir, missing_at,
-    put_create_or_match, read_latest, read_manifest,
-};
+use super::io::{data_sizes, list_dir, missing_at, read_latest, read_manifest};
 use super::layout::{
-    COMPACTED_DIR, ObjectFloor, kept_pins, live_pins, manifest_name, manifest_objects, pin_name,
-    unsupported_source,
+    COMPACTED_DIR, ObjectFloor, kept_pins, live_pins, manifest_objects, unsupported_source,
 };
 use super::proof::{Checked, check_copies};
 use crate::fleet::database::DatabaseHandle;
@@ -40,6 +34,9 @@ use crate::mirror::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOu
 use crate::store::StoreRoot;
 
 /// Attempts before a pass that keeps losing races with the source gives up.
+mod commit;
+mod pins;
+
 const MAX_ATTEMPTS: usize = 5;
 
 /// A (source, destination) pair and how to copy between them.
@@ -374,107 +371,6 @@ impl MirrorPair {
             .collect())
     }
 
-    /// Pins the head, and re-pins under the mirror's name and lifetime
-    /// every manifest the head's other live checkpoints hold: the pass
-    /// copies their objects too, and those checkpoints (the coordinator's
-    /// own last 15 minutes by default) may expire long before a slow pass
-    /// ends, after which source GC would delete what it is copying.
-    async fn pin(&self) -> Result<Pin, MirrorError> {
-        if !self.pin_source {
-            return self.no_pin().await;
-        }
-        // The checkpoint expires a lifetime after it is written, so the
-        // pin's deadline counts from before the request.
-        let now = tokio::time::Instant::now();
-        let created = self.checkpoint(None).await?;
-        let mut pin = Pin {
-            ids: vec![created.id],
-            manifest_id: created.manifest_id,
-            refresh_at: now + self.checkpoint_lifetime / 2,
-            deadline: now + self.checkpoint_lifetime,
-            released: AtomicBool::new(false),
-        };
-        let Some(head) = read_manifest(&self.source, created.manifest_id).await? else {
-            return Ok(pin);
-        };
-        let now = Utc::now();
-        let mut held = BTreeSet::new();
-        for checkpoint in head.checkpoints() {
-            let live = super::layout::checkpoint_live(checkpoint, now);
-            if !live || checkpoint.id == created.id || checkpoint.manifest_id == head.id() {
-                continue;
-            }
-            if !held.insert(checkpoint.manifest_id) {
-                continue;
-            }
-            match self.checkpoint(Some(checkpoint.id)).await {
-                Ok(repinned) => pin.ids.push(repinned.id),
-                // Expired meanwhile: if its objects go, the pass restarts.
-                Err(e) => {
-                    tracing::debug!(target = %self.target, "could not re-pin checkpoint {}: {e}", checkpoint.id)
-                }
-            }
-        }
-        Ok(pin)
-    }
-
-    /// A checkpoint named for this target: of the latest manifest, or of
-    /// the manifest checkpoint `source` holds.
-    async fn checkpoint(
-        &self,
-        source: Option<Uuid>,
-    ) -> Result<slatedb::CheckpointCreateResult, MirrorError> {
-        let options = CheckpointOptions {
-            lifetime: Some(self.checkpoint_lifetime),
-            source,
-            name: Some(pin_name(&self.target)),
-        };
-        Ok(self
-            .source
-            .bounded(
-                "pinning the source",
-                self.source.admin().create_detached_checkpoint(&options),
-            )
-            .await?)
-    }
-
-    /// The latest manifest, held by nothing (the test-only unpinned mode).
-    async fn no_pin(&self) -> Result<Pin, MirrorError> {
-        let latest = read_latest(&self.source)
-            .await?
-            .ok_or_else(|| MirrorError::NotADatabase {
-                url: self.source.url().to_string(),
-            })?;
-        let never = tokio::time::Instant::now() + Duration::from_secs(365 * 24 * 3600);
-        Ok(Pin {
-            ids: Vec::new(),
-            manifest_id: latest.id(),
-            refresh_at: never,
-            deadline: never,
-            released: AtomicBool::new(false),
-        })
-    }
-
-    /// Best effort: a pin left behind expires and source GC removes it.
-    async fn unpin(&self, ids: &[Uuid]) {
-        for &id in ids {
-            self.unpin_one(id).await;
-        }
-    }
-
-    async fn unpin_one(&self, id: Uuid) {
-        let deleted = self
-            .source
-            .bounded(
-                "deleting the pin",
-                self.source.admin().delete_checkpoint(id),
-            )
-            .await;
-        if let Err(e) = deleted {
-            tracing::warn!(target = %self.target, "failed to delete mirror pin {id}: {e}");
-        }
-    }
-
     /// Copies `work` while refreshing the pin at half its lifetime.
     /// `Ok(Err(reason))` asks for a restart.
     async fn copy_pinned(
@@ -570,99 +466,6 @@ impl MirrorPair {
                 None => Err(MirrorError::Copy(e)),
             },
         }
-    }
-
-    /// Commits the closure's manifests the destination lacks, ascending,
-    /// each create-only; identical bytes already there count as success.
-    async fn commit(
-        &self,
-        closure: &Closure,
-        watermark: Option<&VersionedManifest>,
-        objects: u64,
-        bytes: u64,
-        pin: Option<&Pin>,
-    ) -> Result<Attempt, MirrorError> {
-        let present = self.present_manifests(closure, watermark);
-        let missing: Vec<u64> = closure
-            .manifests
-            .keys()
-            .copied()
-            .filter(|id| !present.contains(id))
-            .collect();
-        let bodies = match self.manifest_bodies(&missing).await? {
-            Ok(bodies) => bodies,
-            Err(reason) => return Ok(Attempt::Restart(reason)),
-        };
-        // Nothing more is read from the source: the pin goes while the
-        // manifests are written, not after.
-        let release = async {
-            if let Some(pin) = pin {
-                pin.released.store(true, Ordering::Relaxed);
-                self.unpin(&pin.ids).await;
-            }
-        };
-        let (written, ()) = tokio::join!(self.write_manifests(closure, bodies), release);
-        let committed = written?;
-        let head = closure.head.id();
-        tracing::info!(target = %self.target, head, manifests = committed, objects, "mirror pass committed");
-        Ok(Attempt::Done(PassOutcome {
-            head,
-            next_wal_sst_id: closure.head.next_wal_sst_id(),
-            committed: committed > 0,
-            manifests_committed: committed,
-            objects_copied: objects,
-            bytes_copied: bytes,
-        }))
-    }
-
-    /// The source's bodies of manifests `ids`, [`HEAD_PARALLELISM`] at a
-    /// time, or a restart reason when one vanished.
-    async fn manifest_bodies(
-        &self,
-        ids: &[u64],
-    ) -> Result<Result<Vec<(u64, bytes::Bytes)>, String>, MirrorError> {
-        // Owned futures: a stream of borrowing closures would make the
-        // pass's future fail to be `Send` for every lifetime.
-        let gets: Vec<_> = ids
-            .iter()
-            .map(|&id| {
-                let source = self.source.root();
-                async move { get_bytes(&source, &manifest_name(id)).await }
-            })
-            .collect();
-        let fetched: Vec<Option<bytes::Bytes>> = futures::stream::iter(gets)
-            .buffered(HEAD_PARALLELISM)
-            .try_collect()
-            .await?;
-        let mut bodies = Vec::with_capacity(ids.len());
-        for (&id, body) in ids.iter().zip(fetched) {
-            match body {
-                Some(body) => bodies.push((id, body)),
-                None => return Ok(Err(format!("source manifest {id} vanished before commit"))),
-            }
-        }
-        Ok(Ok(bodies))
-    }
-
-    /// Writes `bodies` at the destination one at a time in ascending id
-    /// order, the head last: a destination holding a manifest holds every
-    /// lower one this pass commits, which is what a later pass's
-    /// watermark takes for granted. Returns how many were new.
-    async fn write_manifests(
-        &self,
-        closure: &Closure,
-        bodies: Vec<(u64, bytes::Bytes)>,
-    ) -> Result<u64, MirrorError> {
-        let destination = self.destination.root();
-        let mut committed = 0;
-        for (id, body) in bodies {
-            match put_create_or_match(&destination, &manifest_name(id), body).await? {
-                CreateOutcome::Written => committed += 1,
-                CreateOutcome::AlreadyThere => {}
-                CreateOutcome::Differs => return Err(self.diverged(id, closure.head.id())),
-            }
-        }
-        Ok(committed)
     }
 
     fn diverged(&self, destination_id: u64, source_id: u64) -> MirrorError {
