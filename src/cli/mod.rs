@@ -2,6 +2,11 @@
 //!
 //! Results go to stdout (text for people, `--format json` for machines);
 //! logs and errors go to stderr, so JSON output stays clean.
+//!
+//! The edge: it parses arguments, calls `Fleet` and the `commands`, and
+//! turns errors into one line and an exit code.
+//!
+//! May import: everything below it.
 
 use std::io::Write;
 use std::sync::Arc;

@@ -10,6 +10,12 @@
 //! One module per layer: [`files`] holds the shapes the files parse into,
 //! [`resolve`] layers them into settings with defaults applied, and
 //! [`checks`] parses text and reports every problem at once.
+//!
+//! `sections` holds each section's shape and `layering` lays a section's
+//! overrides over the defaults.
+//!
+//! May import: `model` and `store` (URL rules): plain data, never a layer
+//! that uses it.
 
 /// Copies every field of `$upper` that is set onto `$lower`.
 macro_rules! overlay_fields {

@@ -6,7 +6,6 @@
 //! is no leader: nodes that see the same heartbeats and config compute the
 //! same assignment, and while views differ a task may briefly run twice,
 //! which SlateDB's fencing and CAS make safe.
-
 //!
 //! The rooms: [`options`] (how a node is asked to run), [`owned`] (the
 //! pure computation of which tasks a node owns, and with what settings),
@@ -16,6 +15,10 @@
 //! services and the mirror side by side), [`stores`] (which stores the
 //! node may write to, from their checks) and [`board`] (the task states
 //! supervisors write and heartbeats, status and probes read).
+//!
+//! May import: every layer below: `services`, `mirror`, `observe`,
+//! `plugin`, `fleet`, `config`, `store`, `model`. It returns its own
+//! `NodeError`, which the crate's `Error` carries.
 
 mod board;
 mod config_polls;

@@ -1,5 +1,14 @@
 //! Mirroring databases into other object-store roots: byte-for-byte
 //! copies whose every committed manifest is a valid SlateDB database.
+//!
+//! The rooms: `pass` (one copy and commit), `points` (restore points),
+//! `verify`, `prune`, `restore`, `tail` and `lag`, `owner` (the
+//! destination's owner record), `run` (a node's mirror task), `copier`
+//! (the copiers behind the `Copier` trait), all reading and writing through
+//! `io` and `layout`.
+//!
+//! May import: `observe`, `plugin`, `fleet`, `config`, `store`, `model`.
+//! Not `services`: the two wings of the work layer stand apart.
 
 pub mod copier;
 pub mod io;

@@ -9,6 +9,9 @@
 //! deadline; a trap, timeout or overflow fails that call alone, naming the
 //! plugin, and the instance is discarded. Copiers reach only the objects
 //! of their current batch, and never `manifest/`.
+//!
+//! May import: `model` and `store` only. Its callers hand it plain limits
+//! (`PluginLimits`), never their own types.
 
 mod bindings;
 pub mod budget;

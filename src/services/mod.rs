@@ -6,6 +6,18 @@
 //! (docs/configuration.md lists the mapping). Duplicate runs are safe:
 //! SlateDB fences a second coordinator through `compactor_epoch`, claims
 //! worker jobs by CAS, and GC honours checkpoints and boundary files.
+//!
+//! The rooms: one file a service (`gc`, `coordinator`, `workers`) with
+//! `slatedb_options` mapping settings onto SlateDB's, `compaction_claim`
+//! (may the fleet compact, and from which epoch), `registration` (what
+//! `register` warns of); beside them `idle` (when a service sleeps and
+//! wakes), `events` (the store's notifications that wake it),
+//! `outside_compactor` (a compactor the fleet must not fence),
+//! `compaction_code` (the application's merge operator and filter) and
+//! `hooks` (which plugins guard a run).
+//!
+//! May import: `observe`, `plugin`, `fleet`, `config`, `store`, `model`.
+//! Not `mirror`: the two wings of the work layer stand apart.
 
 mod compaction_claim;
 pub mod compaction_code;

@@ -3,6 +3,9 @@
 //!
 //! Not covered by semver; used by sleet's own tests and benchmarks to
 //! check request-cost promises against a real store.
+//!
+//! May import: `store`, `plugin` and `commands` (the scaffold its plugin
+//! builds start from).
 
 use std::sync::Arc;
 

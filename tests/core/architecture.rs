@@ -1,373 +1,335 @@
-//! docs/architecture.md's rules, checked against the source: every
-//! top-level module sits in one layer, imports run down (or across one
-//! layer), never up, and the files of a folder import each other without
-//! circles. A new module, or an import against the direction, fails here
-//! until the page and this table say where it goes.
+//! docs/architecture.md's rules, checked against the source read as Rust
+//! (`import_graph`): every folder of `src/` is one layer or wing of the
+//! table below, imports run down (the few that run up are listed here and
+//! on the page, with why), no two files import each other in a circle, no
+//! file outside tests is over 600 lines, and every layer's `mod.rs` says
+//! what it owns and may import. A new folder, an import against the
+//! direction or a circle fails here until the page and this table say
+//! where it goes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The layers, from the store up to the command line, with their modules
-/// (the table docs/architecture.md shows). A module may import from its
-/// own layer and the layers below it.
+use crate::import_graph::{Graph, circles};
+
+/// The layers, from the store up to the command line, with the folders
+/// and files of `src/` in each (the table docs/architecture.md shows). A
+/// file may import from its own layer and the layers below it.
 const LAYERS: &[(&str, &[&str])] = &[
-    (
-        "plain data and frozen formats",
-        &[
-            "duration",
-            "ident",
-            "policy",
-            "service",
-            "placement",
-            "registry",
-            "heartbeat",
-            "response",
-        ],
-    ),
-    (
-        "store",
-        &[
-            "store",
-            "store_check",
-            "bucket_copy",
-            "upload",
-            "object_copy",
-        ],
-    ),
+    ("plain data and frozen formats", &["model"]),
+    ("store", &["store"]),
     ("config", &["config"]),
-    ("fleet state", &["database", "root", "store_trust"]),
+    ("fleet state", &["fleet"]),
     ("plugin wing", &["plugin"]),
-    (
-        "work",
-        &[
-            "idle",
-            "events",
-            "outside_compactor",
-            "copier",
-            "compaction_code",
-            "hooks",
-            "metrics",
-            "mirror",
-            "services",
-            "ownership",
-            "probes",
-        ],
-    ),
+    ("observation", &["observe"]),
+    ("work", &["services", "mirror"]),
     ("node", &["daemon"]),
     (
         "commands and facade",
-        &[
-            "lib",
-            "error",
-            "mirror_ops",
-            "status",
-            "plugin_check",
-            "config_check",
-            "scaffold",
-            "schema",
-            "testing",
-            "demo",
-        ],
+        &["commands", "error", "testing", "lib"],
     ),
-    ("edge", &["cli", "endpoint", "main"]),
+    ("edge", &["cli", "main"]),
 ];
 
-/// Upward imports the page lists as known debts, with why they remain.
-const KNOWN_UPWARD: &[(&str, &str)] = &[
-    // The fleet root and the node return the crate's one `Error`; it
-    // should split per layer (docs/architecture.md, "Known debts").
-    ("root", "error"),
-    ("daemon", "error"),
+/// Imports that run up a layer, as (importing file, imported folder, why).
+/// docs/architecture.md lists the same ones; none today.
+const KNOWN_UPWARD: &[(&str, &str, &str)] = &[];
+
+/// The most upward imports the house may carry, however well explained.
+const MOST_UPWARD: usize = 10;
+
+/// What the plugin wing and config may import: plain data, the store and
+/// themselves. Neither depends on anything that uses it.
+const WINGS: &[(&str, &[&str])] = &[
+    ("plugin", &["plugin", "model", "store"]),
+    ("config", &["config", "model", "store"]),
 ];
 
-/// The plugin wing depends on nothing above the store but plain data.
-const PLUGIN_WING_MAY_USE: &[&str] = &[
-    "plugin",
-    "ident",
-    "policy",
-    "service",
-    "duration",
-    "store",
-    "upload",
-    "object_copy",
-];
+/// No source file outside tests is longer than this.
+const MOST_LINES: usize = 600;
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files.extend(rust_files(&path));
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            files.push(path);
+/// The folder (or top-level file) of `src/` a file belongs to.
+fn top(file: &str) -> &str {
+    let first = file.split('/').next().unwrap();
+    first.strip_suffix(".rs").unwrap_or(first)
+}
+
+fn layer_of(top: &str) -> Option<usize> {
+    LAYERS
+        .iter()
+        .position(|(_, members)| members.contains(&top))
+}
+
+/// Every import from a layer to one above it: (file, imported folder,
+/// the paths that import it).
+fn upward(graph: &Graph) -> Vec<(String, String, Vec<String>)> {
+    let mut found = Vec::new();
+    for (from, targets) in graph.edges(true) {
+        for to in targets {
+            let (from_top, to_top) = (top(&from), top(&to));
+            let (Some(from_layer), Some(to_layer)) = (layer_of(from_top), layer_of(to_top)) else {
+                continue; // reported as a folder in no layer
+            };
+            if to_layer > from_layer {
+                found.push((from.clone(), to_top.to_string(), graph.why(&from, &to)));
+            }
         }
-    }
-    files.sort();
-    files
-}
-
-/// Whether a file is a module's tests kept beside it: a `tests.rs` that
-/// the module owning its folder declares as `#[cfg(test)] mod tests;`.
-/// That module is the folder's `mod.rs`, or `<folder>.rs` beside the
-/// folder (as `src/root.rs` owns `src/root/`).
-fn is_test_file(path: &Path) -> bool {
-    let declares_tests = |owner: PathBuf| {
-        std::fs::read_to_string(owner).is_ok_and(|text| text.contains("#[cfg(test)]\nmod tests;"))
-    };
-    path.file_name().is_some_and(|name| name == "tests.rs")
-        && (declares_tests(path.with_file_name("mod.rs"))
-            || declares_tests(path.parent().unwrap().with_extension("rs")))
-}
-
-/// A file's code without its tests (tests may reach anywhere, whether
-/// inline in `#[cfg(test)] mod tests` or in a test file) and without
-/// comments.
-fn code(path: &Path) -> String {
-    if is_test_file(path) {
-        return String::new();
-    }
-    let text = std::fs::read_to_string(path).unwrap();
-    let text = match text.find("#[cfg(test)]\nmod tests") {
-        Some(at) => &text[..at],
-        None => &text[..],
-    };
-    text.lines()
-        .filter(|line| !line.trim_start().starts_with("//"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// The top-level module a file belongs to.
-fn top_module(path: &Path) -> String {
-    let relative = path.strip_prefix(src()).unwrap();
-    let first = relative.components().next().unwrap().as_os_str();
-    first.to_string_lossy().trim_end_matches(".rs").to_string()
-}
-
-/// The top-level modules a file names as `crate::<module>`; the crate
-/// root's re-exports count as the module they come from.
-fn crate_imports(code: &str) -> BTreeSet<String> {
-    let mut found = BTreeSet::new();
-    for (at, _) in code.match_indices("crate::") {
-        let name: String = code[at + 7..]
-            .chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_')
-            .collect();
-        let module = match name.as_str() {
-            "Service" => "service",
-            "HumanDuration" => "duration",
-            "Error" => "error",
-            // The crate's version constants: build facts, not a module.
-            "SLEET_VERSION" | "SLATEDB_VERSION" => continue,
-            other => other,
-        };
-        found.insert(module.to_string());
     }
     found
 }
 
-fn layer_of(module: &str) -> Option<usize> {
-    LAYERS
-        .iter()
-        .position(|(_, modules)| modules.contains(&module))
-}
-
-/// Every top-level import, by importing module.
-fn imports() -> BTreeMap<String, BTreeSet<String>> {
-    let mut by_module: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for file in rust_files(&src()) {
-        let module = top_module(&file);
-        let used = crate_imports(&code(&file));
-        let entry = by_module.entry(module.clone()).or_default();
-        entry.extend(used.into_iter().filter(|m| *m != module));
+#[test]
+fn every_folder_of_src_is_a_layer() {
+    let mut unplaced = Vec::new();
+    for entry in std::fs::read_dir(src()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        if layer_of(&name).is_none() {
+            unplaced.push(name);
+        }
     }
-    by_module
+    assert!(
+        unplaced.is_empty(),
+        "in no layer of docs/architecture.md: {unplaced:?}"
+    );
 }
 
 #[test]
-fn every_module_sits_in_a_layer_and_imports_run_down() {
-    let mut problems = Vec::new();
-    for (module, used) in imports() {
-        let Some(layer) = layer_of(&module) else {
-            problems.push(format!("{module} is in no layer of docs/architecture.md"));
+fn imports_run_down_but_the_listed_few() {
+    let graph = Graph::read(&src());
+    let found = upward(&graph);
+    let unlisted: Vec<_> = found
+        .iter()
+        .filter(|(file, folder, _)| {
+            !KNOWN_UPWARD
+                .iter()
+                .any(|(f, d, _)| f == file && d == folder)
+        })
+        .collect();
+    assert!(unlisted.is_empty(), "imports up a layer: {unlisted:#?}");
+    let stale: Vec<_> = KNOWN_UPWARD
+        .iter()
+        .filter(|(f, d, _)| {
+            !found
+                .iter()
+                .any(|(file, folder, _)| f == file && d == folder)
+        })
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "listed but gone (take them off the list and the page): {stale:?}"
+    );
+    assert!(
+        KNOWN_UPWARD.len() <= MOST_UPWARD,
+        "{} upward imports; at most {MOST_UPWARD}",
+        KNOWN_UPWARD.len()
+    );
+}
+
+#[test]
+fn config_and_the_plugin_wing_depend_on_nothing_above_them() {
+    let graph = Graph::read(&src());
+    let mut beyond = Vec::new();
+    for (from, targets) in graph.edges(true) {
+        let Some((wing, may_use)) = WINGS.iter().find(|(wing, _)| top(&from) == *wing) else {
             continue;
         };
-        for target in used {
-            let Some(target_layer) = layer_of(&target) else {
-                continue; // reported as its own module
-            };
-            let known = KNOWN_UPWARD.contains(&(module.as_str(), target.as_str()));
-            if target_layer > layer && !known {
-                problems.push(format!(
-                    "{module} ({}) imports {target} ({}), a layer above it",
-                    LAYERS[layer].0, LAYERS[target_layer].0
+        for to in targets {
+            if !may_use.contains(&top(&to)) {
+                beyond.push(format!("{wing}: {from} imports {to}"));
+            }
+        }
+    }
+    assert!(beyond.is_empty(), "{beyond:#?}");
+}
+
+/// The two wings of the work layer stand apart: neither imports the other.
+const APART: &[(&str, &str)] = &[("services", "mirror"), ("mirror", "services")];
+
+#[test]
+fn the_wings_of_the_work_layer_stand_apart() {
+    let graph = Graph::read(&src());
+    let mut crossing = Vec::new();
+    for (from, targets) in graph.edges(true) {
+        for to in targets {
+            if APART.contains(&(top(&from), top(&to))) {
+                crossing.push(format!(
+                    "{from} imports {to}: {}",
+                    graph.why(&from, &to).join(" ")
                 ));
             }
         }
     }
-    assert!(problems.is_empty(), "{problems:#?}");
+    assert!(crossing.is_empty(), "{crossing:#?}");
 }
 
 #[test]
-fn config_is_plain_data_and_the_plugin_wing_depends_on_nothing_above_it() {
-    // The config layer uses plain data and the store's URL rules, not the
-    // store layer's uploads or copies, nor any layer that uses it.
-    let plain_data = LAYERS[0].1;
-    let config_may_use: Vec<&str> = plain_data
-        .iter()
-        .copied()
-        .chain(["config", "store"])
+fn no_two_files_import_each_other_in_a_circle() {
+    let graph = Graph::read(&src());
+    let edges = graph.edges(false);
+    let found: Vec<String> = circles(&edges)
+        .into_iter()
+        .map(|circle| describe_circle(&graph, &edges, &circle))
         .collect();
-    let imports = imports();
-    for (module, allowed) in [
-        ("config", &config_may_use[..]),
-        ("plugin", PLUGIN_WING_MAY_USE),
-    ] {
-        let beyond: Vec<&String> = imports[module]
-            .iter()
-            .filter(|m| !allowed.contains(&m.as_str()))
-            .collect();
-        assert!(beyond.is_empty(), "{module} imports {beyond:?}");
-    }
+    assert!(found.is_empty(), "{found:#?}");
 }
 
-/// The sibling files a file of `folder` imports (`super::x` from a file
-/// beside `x`, or `crate::<folder>::x`).
-fn sibling_imports(folder: &Path, file: &Path, siblings: &BTreeSet<String>) -> BTreeSet<String> {
-    let code = code(file);
-    let module_path = folder
-        .strip_prefix(src())
-        .unwrap()
-        .to_string_lossy()
-        .replace('/', "::");
-    let mut found = BTreeSet::new();
-    for prefix in ["super::".to_string(), format!("crate::{module_path}::")] {
-        for (at, _) in code.match_indices(&prefix) {
-            // `super::super::` reaches out of the folder: not a sibling.
-            let rest = &code[at + prefix.len()..];
-            let mut names: Vec<String> = Vec::new();
-            if let Some(group) = rest.strip_prefix('{') {
-                let end = group.find('}').unwrap_or(group.len());
-                for part in group[..end].split(',') {
-                    names.push(part.trim().split("::").next().unwrap_or("").to_string());
-                }
-            } else {
-                let name: String = rest
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                names.push(name);
-            }
-            found.extend(names.into_iter().filter(|n| siblings.contains(n)));
+/// A circle's files, and the imports between them.
+fn describe_circle(
+    graph: &Graph,
+    edges: &BTreeMap<String, BTreeSet<String>>,
+    circle: &[String],
+) -> String {
+    let mut lines = vec![circle.join(", ")];
+    for from in circle {
+        for to in edges[from].iter().filter(|to| circle.contains(to)) {
+            lines.push(format!(
+                "  {from} -> {to}: {}",
+                graph.why(from, to).join(" ")
+            ));
         }
     }
-    found
+    lines.join("\n")
+}
+
+/// The files of the crate at `root` (test files left out) over
+/// [`MOST_LINES`], with their lengths.
+fn long_files(root: &Path) -> Vec<String> {
+    let mut long = Vec::new();
+    for module in Graph::read(root).modules.values() {
+        let text = std::fs::read_to_string(root.join(&module.file)).unwrap();
+        let lines = text.lines().count();
+        if lines > MOST_LINES {
+            long.push(format!("{} ({lines} lines)", module.file));
+        }
+    }
+    long
 }
 
 #[test]
-fn the_files_of_a_folder_import_each_other_without_circles() {
-    let mut folders: BTreeSet<PathBuf> = BTreeSet::new();
-    for file in rust_files(&src()) {
-        folders.insert(file.parent().unwrap().to_path_buf());
-    }
-    let mut circles = Vec::new();
-    for folder in folders.into_iter().filter(|f| *f != src()) {
-        // Siblings: the folder's files and subfolders, not its mod.rs
-        // (the parent, which declares and re-exports them).
-        let mut siblings = BTreeMap::new();
-        for entry in std::fs::read_dir(&folder).unwrap() {
-            let path = entry.unwrap().path();
-            let name = path.file_stem().unwrap().to_string_lossy().to_string();
-            let file = if path.is_dir() {
-                path.join("mod.rs")
-            } else {
-                path.clone()
-            };
-            if name != "mod" && file.is_file() {
-                siblings.insert(name, file);
-            }
-        }
-        let names: BTreeSet<String> = siblings.keys().cloned().collect();
-        let graph: BTreeMap<String, BTreeSet<String>> = siblings
-            .iter()
-            .map(|(name, file)| {
-                let mut used = sibling_imports(&folder, file, &names);
-                used.remove(name);
-                (name.clone(), used)
-            })
-            .collect();
-        if let Some(circle) = find_circle(&graph) {
-            circles.push(format!("{}: {}", folder.display(), circle.join(" -> ")));
-        }
-    }
-    assert!(circles.is_empty(), "{circles:#?}");
+fn no_file_outside_tests_is_over_600_lines() {
+    let long = long_files(&src());
+    assert!(long.is_empty(), "over {MOST_LINES} lines: {long:?}");
 }
 
-/// A cycle of `graph`, as the names along it, if there is one.
-fn find_circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
-    fn visit(
-        node: &str,
-        graph: &BTreeMap<String, BTreeSet<String>>,
-        path: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-    ) -> Option<Vec<String>> {
-        if let Some(at) = path.iter().position(|n| n == node) {
-            let mut circle = path[at..].to_vec();
-            circle.push(node.to_string());
-            return Some(circle);
+#[test]
+fn every_layer_says_what_it_owns_and_may_import() {
+    let mut silent = Vec::new();
+    for entry in std::fs::read_dir(src()).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.is_dir() {
+            continue;
         }
-        if done.contains(node) {
-            return None;
+        let text = std::fs::read_to_string(path.join("mod.rs")).unwrap_or_default();
+        let doc: String = text
+            .lines()
+            .take_while(|line| line.starts_with("//!"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        if !doc.contains("May import:") {
+            silent.push(path.file_name().unwrap().to_string_lossy().to_string());
         }
-        path.push(node.to_string());
-        for next in graph.get(node).into_iter().flatten() {
-            if let Some(circle) = visit(next, graph, path, done) {
-                return Some(circle);
-            }
-        }
-        path.pop();
-        done.insert(node.to_string());
-        None
     }
-    let mut done = BTreeSet::new();
-    graph
-        .keys()
-        .find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
+    assert!(
+        silent.is_empty(),
+        "mod.rs without a `May import:` line in its doc comment: {silent:?}"
+    );
 }
 
-/// The check can fail: a circle is found, and an upward import would be.
+/// Writes a small crate's `src/` for the controls.
+fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in files {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    dir
+}
+
+/// The checks can fail: the circle this house once had (the crate's
+/// error naming store trust, store trust reading the root, the root
+/// returning the crate's error) is found through a re-export; an import up
+/// a layer is found; a parent's use of its own files is not a circle; test
+/// code is left out.
 #[test]
 fn the_checks_catch_what_they_are_about() {
-    let graph: BTreeMap<String, BTreeSet<String>> = [
-        ("pass", vec!["verify"]),
-        ("verify", vec!["points"]),
-        ("points", vec!["pass"]),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.into_iter().map(String::from).collect()))
-    .collect();
+    let dir = tree(&[
+        (
+            "lib.rs",
+            "mod error;\npub mod fleet;\npub mod daemon;\npub use error::Error;\n",
+        ),
+        (
+            "error.rs",
+            "pub enum Error { Trust(crate::fleet::store_trust::Error) }\n",
+        ),
+        ("fleet/mod.rs", "pub mod root;\npub mod store_trust;\n"),
+        (
+            "fleet/store_trust.rs",
+            "use super::root::FleetRoot;\npub enum Error {}\npub fn read(_: &FleetRoot) {}\n",
+        ),
+        (
+            "fleet/root/mod.rs",
+            "mod poller;\npub use poller::Poller;\npub struct FleetRoot;\n\
+             pub fn open() -> Result<FleetRoot, crate::Error> { todo!() }\n\
+             #[cfg(test)]\nmod tests;\n",
+        ),
+        (
+            "fleet/root/poller.rs",
+            "use super::FleetRoot;\npub struct Poller(FleetRoot);\n",
+        ),
+        ("fleet/root/tests.rs", "use crate::daemon::Node;\n"),
+        (
+            "daemon/mod.rs",
+            "pub struct Node;\npub fn run() { crate::fleet::root::open().ok(); }\n",
+        ),
+    ]);
+    let graph = Graph::read(dir.path());
+    let edges = graph.edges(false);
     assert_eq!(
-        find_circle(&graph).unwrap(),
-        ["pass", "verify", "points", "pass"]
+        circles(&edges),
+        [vec![
+            "error.rs".to_string(),
+            "fleet/root/mod.rs".to_string(),
+            "fleet/store_trust.rs".to_string(),
+        ]],
+        "the circle, found through lib.rs's re-export of Error"
     );
-    assert!(layer_of("config") < layer_of("plugin"));
-    assert!(is_test_file(&src().join("idle/tests.rs")));
-    assert!(!is_test_file(&src().join("idle/mod.rs")));
-    // A folder owned by `<folder>.rs` beside it, as `src/root/` is.
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("owner")).unwrap();
-    let tests = dir.path().join("owner/tests.rs");
-    std::fs::write(&tests, "use crate::testing::Faults;").unwrap();
-    assert!(!is_test_file(&tests), "no module declares it");
-    std::fs::write(dir.path().join("owner.rs"), "#[cfg(test)]\nmod tests;\n").unwrap();
-    assert!(is_test_file(&tests));
-    assert!(code(&src().join("idle/mod.rs")).contains("crate::"));
+    // The root's `pub use poller::Poller` and the poller's use of the root
+    // are a parent and its file, not a circle; the root's tests may use the
+    // daemon (above it) without counting.
     assert_eq!(
-        crate_imports("use crate::plugin::PluginKind; crate::Service::Gc"),
-        BTreeSet::from(["plugin".to_string(), "service".to_string()])
+        graph.resolve(&["fleet".into(), "root".into(), "Poller".into()]),
+        Some("fleet/root/poller.rs")
     );
+    assert!(
+        !graph
+            .modules
+            .values()
+            .any(|m| m.file == "fleet/root/tests.rs")
+    );
+    let up = upward(&graph);
+    let up: Vec<(&str, &str)> = up
+        .iter()
+        .map(|(f, d, _)| (f.as_str(), d.as_str()))
+        .collect();
+    assert_eq!(
+        up,
+        [("fleet/root/mod.rs", "error")],
+        "fleet (fleet state) returning the crate's error is an import up"
+    );
+    // A long file is reported; a long test file is not.
+    let long_code = format!("pub fn f() {{}}\n{}", "// .\n".repeat(MOST_LINES));
+    let long_tests = "// .\n".repeat(MOST_LINES + 1);
+    let dir = tree(&[
+        ("lib.rs", "pub mod a;\n"),
+        ("a/mod.rs", "mod long;\n#[cfg(test)]\nmod tests;\n"),
+        ("a/long.rs", &long_code),
+        ("a/tests.rs", &long_tests),
+    ]);
+    assert_eq!(long_files(dir.path()), ["a/long.rs (601 lines)"]);
 }

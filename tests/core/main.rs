@@ -7,6 +7,7 @@ mod cli;
 mod common;
 mod corpus;
 mod deploy;
+mod import_graph;
 mod props;
 mod s3;
 mod schemas;
