@@ -33,6 +33,8 @@ pub mod model;
 pub mod observe;
 pub mod plugin;
 pub mod services;
+#[doc(hidden)]
+pub mod sim;
 pub mod store;
 #[doc(hidden)]
 pub mod testing;

@@ -150,6 +150,14 @@ impl NodeOptions {
         self
     }
 
+    /// The node's wall clock: what it stamps and judges heartbeats by, and
+    /// the time hooks are told. The simulator gives each node its own,
+    /// skewed and jumping; a real node reads the system clock.
+    #[doc(hidden)]
+    pub fn with_clock(self, clock: Clock) -> Self {
+        self.with_hook_clock(clock)
+    }
+
     #[doc(hidden)]
     pub fn with_database_opener(mut self, opener: DatabaseOpener) -> Self {
         self.opener = opener;

@@ -7,7 +7,7 @@
 //! [`admit`] is the pure decision; [`StoreGate`] runs the checks in the
 //! background so a slow store never holds the tick.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,11 +77,11 @@ pub(super) struct StoreGate {
     root: FleetRoot,
     /// Opens a store as the node's tasks will (tests point it at theirs).
     opener: DatabaseOpener,
-    reports: HashMap<String, StoreReport>,
+    reports: BTreeMap<String, StoreReport>,
     checks: JoinSet<(String, Option<StoreReport>)>,
-    checking: HashSet<String>,
+    checking: BTreeSet<String>,
     /// The last trust logged per store, so a change is logged once.
-    logged: HashMap<String, Trust>,
+    logged: BTreeMap<String, Trust>,
     /// The stores of the last [`StoreGate::refresh`], each with one URL
     /// in it, for [`StoreGate::refresh_again`].
     refreshed: BTreeMap<String, String>,
@@ -95,10 +95,10 @@ impl StoreGate {
         StoreGate {
             root,
             opener,
-            reports: HashMap::new(),
+            reports: BTreeMap::new(),
             checks: JoinSet::new(),
-            checking: HashSet::new(),
-            logged: HashMap::new(),
+            checking: BTreeSet::new(),
+            logged: BTreeMap::new(),
             refreshed: BTreeMap::new(),
         }
     }

@@ -13,6 +13,7 @@ pub mod duration;
 pub mod heartbeat;
 pub mod ident;
 pub mod placement;
+pub mod planted;
 pub mod policy;
 pub mod registry;
 pub mod response;

@@ -5,11 +5,10 @@
 //! it owns. Each store step is bounded by the interval, so a store that
 //! hangs slows the loop and never stops it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use object_store::path::Path;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -113,8 +112,8 @@ struct Node {
     mirror: MirrorRuntime,
     polls: ConfigPolls,
     view: FleetView,
-    running: HashMap<TaskKey, RunningTask>,
-    task_keys: HashMap<tokio::task::Id, TaskKey>,
+    running: BTreeMap<TaskKey, RunningTask>,
+    task_keys: BTreeMap<tokio::task::Id, TaskKey>,
     tasks: JoinSet<()>,
     board: TaskBoard,
     next_instance: u64,
@@ -227,8 +226,8 @@ impl Node {
             polls: ConfigPolls::new(root.clone(), poller),
             root,
             view,
-            running: HashMap::new(),
-            task_keys: HashMap::new(),
+            running: BTreeMap::new(),
+            task_keys: BTreeMap::new(),
             tasks: JoinSet::new(),
             board: TaskBoard::default(),
             next_instance: 0,
@@ -282,9 +281,9 @@ impl Node {
             self.metrics.tick_took(started.elapsed());
             return;
         }
-        let before_put = Utc::now();
+        let before_put = (self.clock)();
         let heartbeat_written = bounded(step, self.put_heartbeat()).await == Some(true);
-        let after_put = Utc::now();
+        let after_put = (self.clock)();
         if !heartbeat_written {
             self.metrics.node.heartbeat_put_failures.inc();
         }
@@ -292,7 +291,7 @@ impl Node {
         self.follow_events();
         let live_nodes = match bounded(step, self.root.list_heartbeats()).await {
             Some(Ok(heartbeats)) => {
-                let now = Utc::now();
+                let now = (self.clock)();
                 // The store's clock, from the heartbeat just written, judges
                 // which heartbeats are dead: a node whose own clock runs
                 // ahead must not delete live ones (its own among them).

@@ -11,6 +11,7 @@ use tracing::{info, warn};
 use super::{Node, RunningTask};
 use crate::daemon::owned::{TaskKey, TaskSpec};
 use crate::daemon::supervisor::Supervisor;
+use crate::model::planted::{Planted, planted};
 use crate::plugin::hook::HookRunner;
 use crate::services::outside_compactor::records::HandoverLimits;
 
@@ -44,8 +45,9 @@ impl Node {
     /// Stops tasks no longer owned or whose settings changed; starts owned
     /// ones that are not running.
     pub(super) fn reconcile(&mut self, owned: BTreeMap<TaskKey, TaskSpec>) {
+        let keep_all = planted(Planted::TasksOutliveOwnership);
         self.running.retain(|key, task| {
-            let keep = owned.get(key) == Some(&task.spec);
+            let keep = owned.get(key) == Some(&task.spec) || (keep_all && !owned.contains_key(key));
             if !keep {
                 info!(database = %key.database, service = %key.service, "stopping task");
                 task.token.cancel();

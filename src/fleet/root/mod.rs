@@ -16,6 +16,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 
 use crate::config::{DatabaseConfig, FleetConfig};
 use crate::model::heartbeat::parse_object_name;
+use crate::model::planted::{Planted, planted};
 use crate::model::registry::{canonicalize_database_url, canonicalize_url, file_name};
 use crate::model::response::RegisterResponse;
 use crate::model::service::Service;
@@ -223,7 +224,7 @@ pub fn node_view(
                 node_id: id.clone(),
                 services: hb.services.clone(),
                 age,
-                live: age < timeout,
+                live: age < timeout || planted(Planted::DeadNodesStayLive),
                 path: hb.path.clone(),
             };
             (id, sighting)

@@ -1,0 +1,81 @@
+//! Bugs planted on purpose, for the simulator's controls: each switch
+//! turns one guard of the real code off, so `scripts/simulate` can show
+//! it finds the failure that guard prevents. Off unless the simulator
+//! turns it on, and per thread: the simulator runs a fleet on one thread,
+//! so a planted bug never reaches another test or a node.
+
+use std::cell::Cell;
+
+/// A guard the simulator can remove.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Planted {
+    /// Heartbeats never age out: a node that crashed stays live for its
+    /// peers, and its work is never taken over.
+    DeadNodesStayLive,
+    /// A node never stops a task it no longer owns: after a handover two
+    /// nodes run the same task for good.
+    TasksOutliveOwnership,
+}
+
+impl Planted {
+    pub const ALL: [Planted; 2] = [Planted::DeadNodesStayLive, Planted::TasksOutliveOwnership];
+
+    /// The name `scripts/simulate --plant` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Planted::DeadNodesStayLive => "dead-nodes-stay-live",
+            Planted::TasksOutliveOwnership => "tasks-outlive-ownership",
+        }
+    }
+
+    fn bit(self) -> u32 {
+        1 << (self as u32)
+    }
+}
+
+thread_local! {
+    static PLANTED: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Whether `bug` is planted on this thread.
+pub fn planted(bug: Planted) -> bool {
+    PLANTED.with(|bits| bits.get() & bug.bit() != 0)
+}
+
+/// Plants `bugs` on this thread (and removes every other) until the guard
+/// is dropped.
+pub fn plant(bugs: &[Planted]) -> PlantGuard {
+    let bits = bugs.iter().fold(0, |bits, bug| bits | bug.bit());
+    let before = PLANTED.with(|cell| cell.replace(bits));
+    PlantGuard { before }
+}
+
+/// Restores the planted bugs of before when dropped.
+#[derive(Debug)]
+pub struct PlantGuard {
+    before: u32,
+}
+
+impl Drop for PlantGuard {
+    fn drop(&mut self) {
+        PLANTED.with(|cell| cell.set(self.before));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_planted_bug_stays_on_its_thread_and_goes_with_its_guard() {
+        assert!(!planted(Planted::DeadNodesStayLive));
+        {
+            let _guard = plant(&[Planted::DeadNodesStayLive]);
+            assert!(planted(Planted::DeadNodesStayLive));
+            assert!(!planted(Planted::TasksOutliveOwnership));
+            let elsewhere = std::thread::spawn(|| planted(Planted::DeadNodesStayLive));
+            assert!(!elsewhere.join().unwrap(), "another thread sees no plant");
+        }
+        assert!(!planted(Planted::DeadNodesStayLive));
+    }
+}

@@ -1,0 +1,180 @@
+//! Deterministic simulation of a fleet: real nodes, one process, one seed.
+//!
+//! `run` starts a fleet of real nodes (`daemon::run_node`: heartbeats,
+//! config polls, ownership, store trust, supervisors) on a single-threaded
+//! tokio runtime with paused time, over one in-memory store. Only what
+//! must be is replaced: the clocks (`clock`: virtual, each node skewed its
+//! own way), randomness (one seed, drawn from in order), the store
+//! (`store`: object_store's in-memory store behind a fault layer) and
+//! process boundaries (a crash drops a node's tasks and memory; a restart
+//! is a new node with the same id). The fault mix (`FaultMix`) crashes,
+//! restarts and pauses nodes, fails, slows and loses replies to requests,
+//! skews and jumps clocks, changes the fleet's config and registers and
+//! removes databases while the fleet runs. After the faults stop, `check`
+//! judges the invariants. Every store request and every fault goes into
+//! the run's `trace`, whose hash is the same for the same seed.
+//!
+//! What this first step does not simulate yet: SlateDB itself (databases
+//! are registered but hold no data, so services back off as on an empty
+//! database), application writers, mirrors and GC's pins; see
+//! docs/reliability.md, "Deterministic simulation".
+//!
+//! May import: every layer; nothing imports it but tests, benches and
+//! `scripts/simulate`.
+
+mod check;
+mod clock;
+mod fleet;
+mod store;
+mod trace;
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+pub use check::Violation;
+pub use clock::{EPOCH, SimClock};
+pub use fleet::{CONVERGENCE_BOUND, SimOptions, SimReport, run};
+pub use store::{FaultLevels, NodeStore, SimStore};
+pub use trace::{KEPT_EVENTS, Trace};
+
+pub use crate::model::planted::Planted;
+
+/// One kind of fault the driver may inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Fault {
+    /// A node's process dies (its tasks and memory go) and may restart.
+    Crash,
+    /// A node stops reaching the store for longer than the heartbeat
+    /// timeout, then carries on as if nothing happened.
+    Pause,
+    /// Requests fail before the store sees them (503s).
+    Errors,
+    /// Requests are applied but their replies are lost.
+    LostReplies,
+    /// Requests take up to seconds.
+    Slow,
+    /// A node's clock is set off the store's, and jumps.
+    Skew,
+    /// The fleet config changes (which services databases run).
+    Config,
+    /// Databases are registered and removed.
+    Registry,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 8] = [
+        Fault::Crash,
+        Fault::Pause,
+        Fault::Errors,
+        Fault::LostReplies,
+        Fault::Slow,
+        Fault::Skew,
+        Fault::Config,
+        Fault::Registry,
+    ];
+
+    /// The name `--faults` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::Crash => "crash",
+            Fault::Pause => "pause",
+            Fault::Errors => "503",
+            Fault::LostReplies => "lost-reply",
+            Fault::Slow => "slow",
+            Fault::Skew => "skew",
+            Fault::Config => "config",
+            Fault::Registry => "registry",
+        }
+    }
+}
+
+/// The faults a run may inject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FaultMix(pub BTreeSet<Fault>);
+
+impl FaultMix {
+    /// Every fault.
+    pub fn all() -> FaultMix {
+        FaultMix(Fault::ALL.into_iter().collect())
+    }
+
+    /// No fault: the fleet just runs.
+    pub fn none() -> FaultMix {
+        FaultMix(BTreeSet::new())
+    }
+
+    /// `all`, `none`, or names joined by commas (`crash,pause,503`).
+    pub fn parse(text: &str) -> Result<FaultMix, String> {
+        match text.trim() {
+            "all" => return Ok(FaultMix::all()),
+            "none" => return Ok(FaultMix::none()),
+            _ => {}
+        }
+        let mut faults = BTreeSet::new();
+        for name in text.split(',').map(str::trim) {
+            let fault = Fault::ALL
+                .into_iter()
+                .find(|f| f.name() == name)
+                .ok_or_else(|| {
+                    let known: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
+                    format!(
+                        "unknown fault \"{name}\"; the faults are {}, or all, or none",
+                        known.join(", ")
+                    )
+                })?;
+            faults.insert(fault);
+        }
+        Ok(FaultMix(faults))
+    }
+
+    pub fn has(&self, fault: Fault) -> bool {
+        self.0.contains(&fault)
+    }
+}
+
+impl fmt::Display for FaultMix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.0.iter().map(|fault| fault.name()).collect();
+        write!(
+            f,
+            "{}",
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(",")
+            }
+        )
+    }
+}
+
+/// A planted bug by its `--plant` name.
+pub fn planted_by_name(name: &str) -> Result<Planted, String> {
+    Planted::ALL
+        .into_iter()
+        .find(|p| p.name() == name)
+        .ok_or_else(|| {
+            let known: Vec<&str> = Planted::ALL.iter().map(|p| p.name()).collect();
+            format!(
+                "unknown planted bug \"{name}\"; they are {}",
+                known.join(", ")
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fault_mixes_parse_and_unknown_names_are_refused() {
+        assert_eq!(FaultMix::parse("all").unwrap(), FaultMix::all());
+        assert_eq!(FaultMix::parse("none").unwrap(), FaultMix::none());
+        let mix = FaultMix::parse("crash, 503").unwrap();
+        assert!(mix.has(Fault::Crash) && mix.has(Fault::Errors) && !mix.has(Fault::Pause));
+        assert_eq!(mix.to_string(), "crash,503");
+        let refused = FaultMix::parse("crash,meteor").unwrap_err();
+        assert!(refused.contains("unknown fault \"meteor\""), "{refused}");
+        assert!(planted_by_name("dead-nodes-stay-live").is_ok());
+        assert!(planted_by_name("nope").is_err());
+    }
+}

@@ -1,0 +1,384 @@
+//! The simulated object store: one in-memory store (object_store's own,
+//! with its conditional writes) that every simulated node reaches through
+//! its own [`NodeStore`], which injects the fault mix's failures, from the
+//! node's own seeded draws:
+//!
+//! - an error before the request reaches the store (a 503);
+//! - a reply lost after the store applied the request;
+//! - a slow request (a pseudo-random wait);
+//! - a paused node, whose requests wait until it resumes.
+//!
+//! Objects carry the simulated store clock's `LastModified` (the
+//! in-memory store would stamp the machine's), and every request is
+//! recorded in the run's trace.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+};
+
+use super::clock::SimClock;
+use super::trace::Trace;
+use crate::testing::Chaos;
+
+/// How often requests fail, per 1000, and how slow they may be: the
+/// fleet-wide levels the driver turns up and down.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FaultLevels {
+    /// Requests failed before they reach the store.
+    pub error_per_mille: u64,
+    /// Requests applied whose reply is lost.
+    pub lost_per_mille: u64,
+    /// Each request waits up to this many milliseconds.
+    pub max_latency_ms: u64,
+}
+
+/// The one store of a simulation, and what every node's view shares.
+#[derive(Debug)]
+pub struct SimStore {
+    inner: InMemory,
+    clock: SimClock,
+    trace: Arc<Trace>,
+    levels: Mutex<FaultLevels>,
+    /// When each object was last written, on the store's clock.
+    written: Mutex<BTreeMap<String, chrono::DateTime<chrono::Utc>>>,
+}
+
+impl SimStore {
+    pub fn new(clock: SimClock, trace: Arc<Trace>) -> Arc<SimStore> {
+        Arc::new(SimStore {
+            inner: InMemory::new(),
+            clock,
+            trace,
+            levels: Mutex::new(FaultLevels::default()),
+            written: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    pub fn set_levels(&self, levels: FaultLevels) {
+        *self.levels.lock().expect("levels lock") = levels;
+    }
+
+    fn levels(&self) -> FaultLevels {
+        *self.levels.lock().expect("levels lock")
+    }
+
+    /// The store as the checker sees it: no faults, no pause, traced as
+    /// `checker`.
+    pub fn view(self: &Arc<Self>, node: &str, seed: u64) -> NodeStore {
+        NodeStore::new(self.clone(), node, seed, None)
+    }
+
+    fn stamp(&self, location: &Path) {
+        let now = self.clock.now();
+        self.written
+            .lock()
+            .expect("written lock")
+            .insert(location.to_string(), now);
+    }
+
+    fn restamp(&self, mut meta: ObjectMeta) -> ObjectMeta {
+        if let Some(at) = self
+            .written
+            .lock()
+            .expect("written lock")
+            .get(meta.location.as_ref())
+        {
+            meta.last_modified = *at;
+        }
+        meta
+    }
+}
+
+/// One node's way to the store: its own faults, draws and pause.
+#[derive(Debug, Clone)]
+pub struct NodeStore {
+    store: Arc<SimStore>,
+    node: String,
+    chaos: Arc<Mutex<Chaos>>,
+    /// `Some` for a node the driver may pause; the checker's view has none.
+    paused: Option<tokio::sync::watch::Receiver<bool>>,
+    faulty: bool,
+}
+
+/// How a request ended, for the trace.
+enum Outcome {
+    /// Failed by the fault layer before the store saw it.
+    Failed,
+    /// Applied, its reply lost.
+    Lost,
+    Done,
+    /// Refused by the store itself: a failed precondition, a missing
+    /// object.
+    Refused(&'static str),
+}
+
+/// A store check names its scratch directory by the machine's clock and
+/// random bytes (`.sleet-store-check/<time>-<random>`): the trace names
+/// every such directory alike, so the run's hash does not depend on them.
+fn scratch_named_alike(what: &str) -> String {
+    const SCRATCH: &str = ".sleet-store-check/";
+    match what.find(SCRATCH) {
+        Some(at) => {
+            let (head, rest) = what.split_at(at + SCRATCH.len());
+            match rest.find('/') {
+                Some(end) => format!("{head}*{}", &rest[end..]),
+                None => format!("{head}*"),
+            }
+        }
+        None => what.to_string(),
+    }
+}
+
+impl NodeStore {
+    fn new(
+        store: Arc<SimStore>,
+        node: &str,
+        seed: u64,
+        paused: Option<tokio::sync::watch::Receiver<bool>>,
+    ) -> NodeStore {
+        let faulty = paused.is_some();
+        NodeStore {
+            store,
+            node: node.to_string(),
+            chaos: Arc::new(Mutex::new(Chaos::with_seed(seed))),
+            paused,
+            faulty,
+        }
+    }
+
+    /// A node's view, paused while `paused` holds `true`.
+    pub fn for_node(
+        store: &Arc<SimStore>,
+        node: &str,
+        seed: u64,
+        paused: tokio::sync::watch::Receiver<bool>,
+    ) -> NodeStore {
+        NodeStore::new(store.clone(), node, seed, Some(paused))
+    }
+
+    fn draw(&self) -> u64 {
+        self.chaos.lock().expect("chaos lock").draw()
+    }
+
+    /// Waits out a pause and the injected latency, then decides the
+    /// request's fate: `Err` before the store sees it, `Ok(true)` when its
+    /// reply is to be lost after the store applies it.
+    async fn before(&self, op: &str, what: &str) -> Result<bool> {
+        if let Some(paused) = &self.paused {
+            let mut paused = paused.clone();
+            let _ = paused.wait_for(|p| !p).await;
+        }
+        if !self.faulty {
+            return Ok(false);
+        }
+        let levels = self.store.levels();
+        if levels.max_latency_ms > 0 {
+            let wait = self.draw() % (levels.max_latency_ms + 1);
+            tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+        }
+        if self.draw() % 1000 < levels.error_per_mille {
+            self.record(op, what, Outcome::Failed);
+            return Err(injected(what));
+        }
+        Ok(self.draw() % 1000 < levels.lost_per_mille)
+    }
+
+    fn record(&self, op: &str, what: &str, outcome: Outcome) {
+        let outcome = match outcome {
+            Outcome::Failed => "503",
+            Outcome::Lost => "lost",
+            Outcome::Done => "ok",
+            Outcome::Refused(kind) => kind,
+        };
+        let at = self.store.clock.millis();
+        let what = scratch_named_alike(what);
+        self.store
+            .trace
+            .record(at, format!("{} {op} {what} {outcome}", self.node));
+    }
+
+    /// The store's reply, recorded, or the error of a reply lost.
+    fn reply<T>(&self, op: &str, what: &str, lost: bool, result: Result<T>) -> Result<T> {
+        let outcome = match (&result, lost) {
+            (_, true) => Outcome::Lost,
+            (Ok(_), false) => Outcome::Done,
+            (Err(e), false) => Outcome::Refused(kind(e)),
+        };
+        self.record(op, what, outcome);
+        if lost {
+            return Err(injected(what));
+        }
+        result
+    }
+
+    fn traced_stream<T: Send + 'static>(
+        &self,
+        op: &'static str,
+        what: String,
+        stream: BoxStream<'static, Result<T>>,
+    ) -> BoxStream<'static, Result<T>> {
+        let this = self.clone();
+        futures::stream::once(async move {
+            let lost = this.before(op, &what).await?;
+            let items: Vec<Result<T>> = stream.collect().await;
+            let result: Result<()> = Ok(());
+            this.reply(op, &what, lost, result)?;
+            Ok::<_, object_store::Error>(futures::stream::iter(items))
+        })
+        .try_flatten()
+        .boxed()
+    }
+}
+
+fn kind(error: &object_store::Error) -> &'static str {
+    match error {
+        object_store::Error::NotFound { .. } => "not-found",
+        object_store::Error::AlreadyExists { .. } => "already-exists",
+        object_store::Error::Precondition { .. } => "precondition",
+        object_store::Error::NotModified { .. } => "not-modified",
+        _ => "error",
+    }
+}
+
+fn injected(what: &str) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "SimStore",
+        source: format!("injected fault for {what}").into(),
+    }
+}
+
+impl fmt::Display for NodeStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SimStore({})", self.node)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for NodeStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        let what = location.to_string();
+        let lost = self.before("put", &what).await?;
+        let result = self.store.inner.put_opts(location, payload, opts).await;
+        if result.is_ok() {
+            self.store.stamp(location);
+        }
+        self.reply("put", &what, lost, result)
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        let what = location.to_string();
+        let lost = self.before("multipart", &what).await?;
+        let result = self.store.inner.put_multipart_opts(location, opts).await;
+        self.store.stamp(location);
+        self.reply("multipart", &what, lost, result)
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        let what = location.to_string();
+        let op = if options.head { "head" } else { "get" };
+        let lost = self.before(op, &what).await?;
+        let result = self
+            .store
+            .inner
+            .get_opts(location, options)
+            .await
+            .map(|mut got| {
+                got.meta = self.store.restamp(got.meta);
+                got
+            });
+        self.reply(op, &what, lost, result)
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        let what = location.to_string();
+        let lost = self.before("get-ranges", &what).await?;
+        let result = self.store.inner.get_ranges(location, ranges).await;
+        self.reply("get-ranges", &what, lost, result)
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        let inner = self.store.inner.delete_stream(locations);
+        self.traced_stream("delete", String::new(), inner)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        let what = prefix.map(|p| p.to_string()).unwrap_or_default();
+        let store = self.store.clone();
+        let listed = self
+            .store
+            .inner
+            .list(prefix)
+            .map_ok(move |meta| store.restamp(meta))
+            .boxed();
+        self.traced_stream("list", what, listed)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        let what = prefix.map(|p| p.to_string()).unwrap_or_default();
+        let store = self.store.clone();
+        let listed = self
+            .store
+            .inner
+            .list_with_offset(prefix, offset)
+            .map_ok(move |meta| store.restamp(meta))
+            .boxed();
+        self.traced_stream("list", what, listed)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        let what = prefix.map(|p| p.to_string()).unwrap_or_default();
+        let lost = self.before("list-dir", &what).await?;
+        let result = self
+            .store
+            .inner
+            .list_with_delimiter(prefix)
+            .await
+            .map(|mut listed| {
+                listed.objects = listed
+                    .objects
+                    .into_iter()
+                    .map(|meta| self.store.restamp(meta))
+                    .collect();
+                listed
+            });
+        self.reply("list-dir", &what, lost, result)
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        let what = format!("{from}->{to}");
+        let lost = self.before("copy", &what).await?;
+        let result = self.store.inner.copy_opts(from, to, options).await;
+        if result.is_ok() {
+            self.store.stamp(to);
+        }
+        self.reply("copy", &what, lost, result)
+    }
+}
