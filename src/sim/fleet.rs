@@ -314,16 +314,14 @@ async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
     // The faults stop: requests go through, paused nodes resume, and
     // crashed nodes either restart or stay gone.
     world.store.set_levels(FaultLevels::default());
-    for i in 0..nodes.len() {
-        match &nodes[i].run {
+    for node in nodes.iter_mut() {
+        match &node.run {
             Some(run) => {
                 let _ = run.pause.send(false);
             }
             None => {
                 if world.draw(2) == 0 {
-                    let mut node = std::mem::replace(&mut nodes[i], placeholder());
-                    world.start(&mut node);
-                    nodes[i] = node;
+                    world.start(node);
                 }
             }
         }
@@ -352,14 +350,6 @@ async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
         }
     }
     violations
-}
-
-fn placeholder() -> SimNode {
-    SimNode {
-        id: String::new(),
-        skew: Arc::new(Skew::default()),
-        run: None,
-    }
 }
 
 /// The running nodes and the tasks each reports.
@@ -424,11 +414,7 @@ async fn inject(world: &mut World, nodes: &mut [SimNode], mix: &FaultMix) {
                 let _ = run.handle.await;
                 world.note(format!("crash {}", nodes[which].id));
             }
-            None => {
-                let mut node = std::mem::replace(&mut nodes[which], placeholder());
-                world.start(&mut node);
-                nodes[which] = node;
-            }
+            None => world.start(&mut nodes[which]),
         },
         Fault::Pause => {
             if let Some(run) = &nodes[which].run {
