@@ -335,6 +335,7 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
         match signal(SignalKind::terminate()) {
             Ok(mut term) => {
                 tokio::select! {
+                    biased;
                     _ = tokio::signal::ctrl_c() => {}
                     _ = term.recv() => {}
                 }

@@ -149,6 +149,7 @@ pub async fn run(dir: &Path, shutdown: CancellationToken) -> Result<(), Error> {
     let mut report_tick = tokio::time::interval(REPORT_EVERY);
     loop {
         tokio::select! {
+            biased;
             _ = shutdown.cancelled() => break,
             _ = write_tick.tick() => {
                 write_round(&db, round).await?;

@@ -69,6 +69,7 @@ impl Supervisor {
                     // Deferred: ask again at the next tick.
                     attempt -= 1;
                     tokio::select! {
+                        biased;
                         _ = token.cancelled() => break,
                         _ = tokio::time::sleep(self.fenced_wait) => continue,
                     }
@@ -130,6 +131,7 @@ impl Supervisor {
                 }
             };
             tokio::select! {
+                biased;
                 _ = token.cancelled() => break,
                 _ = tokio::time::sleep(wait) => {}
             }
@@ -195,6 +197,7 @@ impl Supervisor {
         let run = self.run_task(token.clone());
         tokio::pin!(run);
         tokio::select! {
+            biased;
             result = &mut run => result,
             _ = token.cancelled() => match tokio::time::timeout(STOP_GRACE, &mut run).await {
                 Ok(result) => result,

@@ -104,6 +104,30 @@ impl DatabaseHandle {
     /// A handle over an existing store (tests, custom stores).
     pub fn from_parts(url: String, store: Arc<dyn ObjectStore>, path: Path) -> DatabaseHandle {
         let admin = Arc::new(AdminBuilder::new(path.clone(), store.clone()).build());
+        DatabaseHandle::with_admin(url, store, path, admin)
+    }
+
+    /// [`DatabaseHandle::from_parts`] whose SlateDB admin draws its
+    /// randomness (the jitter of its retries) from `seed`: the simulator's
+    /// handles, so a seed's run is the same run.
+    pub fn seeded(
+        url: String,
+        store: Arc<dyn ObjectStore>,
+        path: Path,
+        seed: u64,
+    ) -> DatabaseHandle {
+        let admin = AdminBuilder::new(path.clone(), store.clone())
+            .with_seed(seed)
+            .build();
+        DatabaseHandle::with_admin(url, store, path, Arc::new(admin))
+    }
+
+    fn with_admin(
+        url: String,
+        store: Arc<dyn ObjectStore>,
+        path: Path,
+        admin: Arc<Admin>,
+    ) -> DatabaseHandle {
         DatabaseHandle {
             url,
             admin,

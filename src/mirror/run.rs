@@ -280,6 +280,7 @@ impl Lag {
 /// Sleeps `wait`; false when cancelled first.
 async fn pause(wait: Duration, cancel: &CancellationToken) -> bool {
     tokio::select! {
+        biased;
         () = cancel.cancelled() => false,
         () = tokio::time::sleep(wait) => true,
     }
@@ -291,6 +292,7 @@ async fn permit(
     cancel: &CancellationToken,
 ) -> Option<tokio::sync::OwnedSemaphorePermit> {
     tokio::select! {
+        biased;
         () = cancel.cancelled() => None,
         permit = runtime.jobs.clone().acquire_owned() => permit.ok(),
     }

@@ -75,6 +75,7 @@ pub(super) async fn run_coordinator(
     let mut retry = tokio::time::interval(RECORD_RETRY);
     loop {
         tokio::select! {
+            biased;
             result = &mut run => {
                 if let (Err(e), None, Some(claim)) = (&result, watch.held(), claim)
                     && e.kind() == ErrorKind::Closed(CloseReason::Fenced)

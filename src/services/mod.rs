@@ -185,6 +185,7 @@ pub async fn run_service(
             let mut watch = VersionWatch::new(db.clone(), Watched::Changes, idle.list_always);
             if watch.settled_for(idle.settings.sleep_after).await {
                 tokio::select! {
+                    biased;
                     () = token.cancelled() => return Ok(()),
                     () = Box::pin(db.gated(sweep_once(db, options.clone(), recorder.clone()))) => {}
                 }

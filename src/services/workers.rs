@@ -59,6 +59,7 @@ pub(super) async fn run_workers(
         // The look races the workers rather than running in a branch,
         // which would hold them still while it reads the store.
         tokio::select! {
+            biased;
             result = &mut run => return result.map_err(|e| db.slatedb_error(e).into()),
             seen = async {
                 recheck.tick().await;

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::check::{self, PANIC, Running, Violation};
 use super::clock::{SimClock, Skew};
-use super::store::{FaultLevels, NodeStore, SimStore};
+use super::store::{FaultLevels, NodeStore, PauseGate, SimStore};
 use super::trace::Trace;
 use super::{Fault, FaultMix};
 use crate::Fleet;
@@ -65,6 +65,28 @@ impl SimOptions {
             trace: false,
             planted: Vec::new(),
         }
+    }
+}
+
+impl SimOptions {
+    /// Refuses options no run can honour, naming the option.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.minutes < 3 {
+            return Err(format!(
+                "--minutes {} leaves no time for faults: a run needs at least 3 (2.5 to settle)",
+                self.minutes
+            ));
+        }
+        if !(3..=5).contains(&self.nodes) {
+            return Err(format!(
+                "--nodes {}: a simulated fleet has 3 to 5 nodes",
+                self.nodes
+            ));
+        }
+        if self.databases == 0 {
+            return Err("--databases 0: a fleet needs at least one database".into());
+        }
+        Ok(())
     }
 }
 
@@ -144,7 +166,7 @@ struct SimNode {
 struct NodeRun {
     handle: JoinHandle<Result<(), crate::Error>>,
     shutdown: CancellationToken,
-    pause: tokio::sync::watch::Sender<bool>,
+    pause: Arc<PauseGate>,
     probes: Arc<NodeProbes>,
 }
 
@@ -224,10 +246,14 @@ impl World {
 
     fn start(&mut self, node: &mut SimNode) {
         self.starts += 1;
-        let (pause, paused) = tokio::sync::watch::channel(false);
+        let pause = Arc::new(PauseGate::default());
         let seed = self.seed ^ self.starts.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let store: Arc<dyn ObjectStore> =
-            Arc::new(NodeStore::for_node(&self.store, &node.id, seed, paused));
+        let store: Arc<dyn ObjectStore> = Arc::new(NodeStore::for_node(
+            &self.store,
+            &node.id,
+            seed,
+            pause.clone(),
+        ));
         let root = FleetRoot::from_parts(
             ROOT_URL.to_string(),
             store.clone(),
@@ -236,7 +262,8 @@ impl World {
         let opener: DatabaseOpener = Arc::new(move |url: &str| {
             let canonical = canonicalize_database_url(url)?;
             let path = Path::from(canonical.trim_start_matches("s3://"));
-            Ok(DatabaseHandle::from_parts(canonical, store.clone(), path))
+            let seed = seed ^ fnv1a(canonical.as_bytes());
+            Ok(DatabaseHandle::seeded(canonical, store.clone(), path, seed))
         });
         let probes = Arc::new(NodeProbes::default());
         let options = NodeOptions::new(node.id.clone())
@@ -258,6 +285,13 @@ impl World {
         });
         self.note(format!("start {}", node.id));
     }
+}
+
+/// FNV-1a: a stable hash of a name, to derive its seed from the run's.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn database_url(index: usize) -> String {
@@ -317,7 +351,7 @@ async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
     for node in nodes.iter_mut() {
         match &node.run {
             Some(run) => {
-                let _ = run.pause.send(false);
+                run.pause.resume();
             }
             None => {
                 if world.draw(2) == 0 {
@@ -418,8 +452,12 @@ async fn inject(world: &mut World, nodes: &mut [SimNode], mix: &FaultMix) {
         },
         Fault::Pause => {
             if let Some(run) = &nodes[which].run {
-                let paused = *run.pause.borrow();
-                let _ = run.pause.send(!paused);
+                let paused = run.pause.is_paused();
+                if paused {
+                    run.pause.resume();
+                } else {
+                    run.pause.pause();
+                }
                 let verb = if paused { "resume" } else { "pause" };
                 world.note(format!("{verb} {}", nodes[which].id));
             }
@@ -462,6 +500,22 @@ async fn inject(world: &mut World, nodes: &mut [SimNode], mix: &FaultMix) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[ignore = "a tool: SEED=n, writes /tmp/sim-trace-{0,1}.txt of two runs to diff"]
+    fn two_traces_of_one_seed() {
+        let mut options = SimOptions::new(std::env::var("SEED").map_or(1, |s| s.parse().unwrap()));
+        options.trace = true;
+        for i in 0..2 {
+            let report = run(&options);
+            eprintln!(
+                "run {i}: {} {} events {:?}",
+                report.hash, report.events, report.violations
+            );
+            let events = report.all_events.unwrap_or_default().join("\n");
+            std::fs::write(format!("/tmp/sim-trace-{i}.txt"), events).unwrap();
+        }
+    }
 
     #[test]
     fn a_quiet_fleet_converges_and_a_seed_replays() {

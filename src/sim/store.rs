@@ -108,8 +108,44 @@ pub struct NodeStore {
     node: String,
     chaos: Arc<Mutex<Chaos>>,
     /// `Some` for a node the driver may pause; the checker's view has none.
-    paused: Option<tokio::sync::watch::Receiver<bool>>,
+    paused: Option<Arc<PauseGate>>,
     faulty: bool,
+}
+
+/// Holds a paused node's requests until it resumes. Waiters wake in the
+/// order they came (tokio's `watch` wakes them in a random order, which a
+/// replayable run cannot have).
+#[derive(Debug, Default)]
+pub struct PauseGate {
+    paused: std::sync::atomic::AtomicBool,
+    resumed: tokio::sync::Notify,
+}
+
+impl PauseGate {
+    pub fn pause(&self) {
+        self.paused.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn resume(&self) {
+        self.paused
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        self.resumed.notify_waiters();
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Returns at once unless paused, else when resumed.
+    async fn passed(&self) {
+        loop {
+            let resumed = self.resumed.notified();
+            if !self.is_paused() {
+                return;
+            }
+            resumed.await;
+        }
+    }
 }
 
 /// How a request ended, for the trace.
@@ -146,7 +182,7 @@ impl NodeStore {
         store: Arc<SimStore>,
         node: &str,
         seed: u64,
-        paused: Option<tokio::sync::watch::Receiver<bool>>,
+        paused: Option<Arc<PauseGate>>,
     ) -> NodeStore {
         let faulty = paused.is_some();
         NodeStore {
@@ -163,7 +199,7 @@ impl NodeStore {
         store: &Arc<SimStore>,
         node: &str,
         seed: u64,
-        paused: tokio::sync::watch::Receiver<bool>,
+        paused: Arc<PauseGate>,
     ) -> NodeStore {
         NodeStore::new(store.clone(), node, seed, Some(paused))
     }
@@ -177,8 +213,7 @@ impl NodeStore {
     /// reply is to be lost after the store applies it.
     async fn before(&self, op: &str, what: &str) -> Result<bool> {
         if let Some(paused) = &self.paused {
-            let mut paused = paused.clone();
-            let _ = paused.wait_for(|p| !p).await;
+            paused.passed().await;
         }
         if !self.faulty {
             return Ok(false);

@@ -26,7 +26,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("node", &["daemon"]),
     (
         "commands and facade",
-        &["commands", "error", "testing", "lib"],
+        &["commands", "error", "testing", "sim", "lib"],
     ),
     ("edge", &["cli", "main"]),
 ];

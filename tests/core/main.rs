@@ -11,3 +11,4 @@ mod import_graph;
 mod props;
 mod s3;
 mod schemas;
+mod simulate;

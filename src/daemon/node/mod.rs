@@ -156,6 +156,7 @@ pub async fn run_node(
         node.tick().await;
         let interval = node.settings().heartbeat_interval;
         tokio::select! {
+            biased;
             _ = shutdown.cancelled() => break,
             _ = tokio::time::sleep(interval) => {}
         }

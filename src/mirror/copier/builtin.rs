@@ -64,6 +64,7 @@ impl Copier for BuiltinCopier {
             .buffer_unordered(self.parallelism)
             .collect::<Vec<_>>();
         let mut done = tokio::select! {
+            biased;
             done = work => done,
             () = cancel.cancelled() => return Err(CopyError::Cancelled),
         };

@@ -220,6 +220,7 @@ impl Copier for RcloneCopier {
             child.wait().await
         };
         let status = tokio::select! {
+            biased;
             done = run => done,
             () = cancel.cancelled() => return Err(CopyError::Cancelled),
         };

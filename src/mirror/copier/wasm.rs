@@ -119,6 +119,7 @@ impl Copier for WasmCopier {
                 in_flight.spawn(self.run_one(&batch, index, objects));
             }
             let joined = tokio::select! {
+                biased;
                 joined = in_flight.join_next() => joined,
                 () = cancel.cancelled() => return Err(CopyError::Cancelled),
             };

@@ -394,6 +394,7 @@ impl MirrorPair {
             // The refresh races the copy rather than running in a branch,
             // which would hold the copy still while it waits on the store.
             tokio::select! {
+                biased;
                 result = &mut copy => break result,
                 refreshed = async {
                     tokio::time::sleep_until(refresh_at).await;

@@ -258,6 +258,7 @@ impl Consumer {
         loop {
             self.node.metrics.node.event_queue_requests.inc();
             let received = tokio::select! {
+                biased;
                 () = token.cancelled() => break,
                 received = sqs.receive(url, LONG_POLL) => received,
             };
@@ -285,6 +286,7 @@ impl Consumer {
                         debug!("{problem}; trying again in {}s", retry.as_secs());
                     }
                     tokio::select! {
+                        biased;
                         () = token.cancelled() => break,
                         () = tokio::time::sleep(retry) => {}
                     }
@@ -334,6 +336,7 @@ impl Consumer {
                 let probe =
                     check::probe_bucket(&self.node.root, store.as_ref(), &bucket, how, wait);
                 let probed = tokio::select! {
+                    biased;
                     () = token.cancelled() => return,
                     probed = probe => probed,
                 };
@@ -352,6 +355,7 @@ impl Consumer {
                 Err(e) => debug!("could not sweep events-check acknowledgements: {e}"),
             }
             tokio::select! {
+                biased;
                 () = token.cancelled() => return,
                 () = tokio::time::sleep(every) => {}
             }
@@ -412,6 +416,7 @@ impl Consumer {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
+                biased;
                 () = token.cancelled() => return,
                 _ = ticker.tick() => {}
             }

@@ -306,6 +306,7 @@ where
             let due = on_grid(tokio::time::Instant::now() + wait, origin, LOOK_GRID);
             let mut nudged = false;
             tokio::select! {
+                biased;
                 () = token.cancelled() => return Ok(()),
                 () = tokio::time::sleep_until(due) => {}
                 () = signals.nudged.unwrap_or(&NEVER_NUDGED).notified() => nudged = true,
@@ -360,6 +361,7 @@ where
         let mut run = Box::pin(service(child.clone()));
         loop {
             tokio::select! {
+                biased;
                 result = &mut run => return result,
                 () = token.cancelled() => {
                     child.cancel();

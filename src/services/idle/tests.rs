@@ -417,6 +417,7 @@ async fn busy_looks_need_no_look_permit() {
     let heads_before = counting.count(Op::Head);
     let run = run_while_busy(&mut watch, &settings, &token, &signals, vet, service);
     tokio::select! {
+        biased;
         _ = run => panic!("the task ended"),
         () = slept.notified() => {}
         () = tokio::time::sleep(Duration::from_secs(5)) => {

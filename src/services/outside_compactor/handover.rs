@@ -119,6 +119,7 @@ pub async fn wait(
             }
         }
         tokio::select! {
+            biased;
             _ = token.cancelled() => return Ok(()),
             _ = tokio::time::sleep(limits.poll) => {}
         }

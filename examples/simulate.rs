@@ -1,0 +1,158 @@
+//! `scripts/simulate`: runs seeds of the deterministic fleet simulation
+//! (`sleet::sim`) and reports every failing seed with its violations and
+//! the last events of its trace. Exit 0 when every seed passed, 1 when
+//! one failed, 2 for bad arguments.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Parser;
+use sleet::sim::{FaultMix, KEPT_EVENTS, SimOptions, SimReport, planted_by_name, run};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "simulate",
+    about = "Runs a fleet of real sleet nodes under deterministic simulation, a seed a run"
+)]
+struct Args {
+    /// How many seeds to run, from --first on.
+    #[arg(long, default_value_t = 1, conflicts_with = "seed")]
+    seeds: u64,
+    /// The first seed of --seeds.
+    #[arg(long, default_value_t = 1)]
+    first: u64,
+    /// Run this one seed (to replay a failure).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Simulated minutes per seed: faults, then two minutes and a half to
+    /// settle and be judged. At least 3.
+    #[arg(long, default_value_t = 10)]
+    minutes: u64,
+    /// Nodes in the fleet (3 to 5).
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// Databases registered at the start.
+    #[arg(long, default_value_t = 10)]
+    databases: usize,
+    /// The faults to inject: all, none, or names joined by commas
+    /// (crash, pause, 503, lost-reply, slow, skew, config, registry).
+    #[arg(long, default_value = "all")]
+    faults: String,
+    /// Plant a bug (a control): dead-nodes-stay-live,
+    /// tasks-outlive-ownership. Repeatable.
+    #[arg(long = "plant")]
+    planted: Vec<String>,
+    /// Print every event of the trace and its hash (with --seed).
+    #[arg(long)]
+    trace: bool,
+    /// Run each seed twice and fail it if the two traces differ.
+    #[arg(long)]
+    replay: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let options = match options(&args) {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let seeds: Vec<u64> = match args.seed {
+        Some(seed) => vec![seed],
+        None => (args.first..args.first.saturating_add(args.seeds)).collect(),
+    };
+    let started = Instant::now();
+    let mut failed = 0u64;
+    for &seed in &seeds {
+        let mut options = options.clone();
+        options.seed = seed;
+        let report = run(&options);
+        let mut problems: Vec<String> = report.violations.iter().map(|v| v.to_string()).collect();
+        if args.replay {
+            let again = run(&options);
+            if again.hash != report.hash {
+                problems.push(format!(
+                    "not-deterministic: the trace hashed {} then {}",
+                    report.hash, again.hash
+                ));
+            }
+        }
+        if args.trace {
+            for event in report.all_events.iter().flatten() {
+                println!("{event}");
+            }
+            println!(
+                "seed {seed} trace {} ({} events)",
+                report.hash, report.events
+            );
+        }
+        if !problems.is_empty() {
+            failed += 1;
+            print_failure(&report, &problems);
+        }
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let runs = seeds.len() as u64 * if args.replay { 2 } else { 1 };
+    let simulated = (runs * options.minutes) as f64;
+    println!(
+        "{} of {} seeds passed ({} failed); {simulated:.0} simulated minutes in {wall:.1} s, \
+         {:.0} simulated minutes a wall second",
+        seeds.len() as u64 - failed,
+        seeds.len(),
+        failed,
+        simulated / wall.max(1e-9)
+    );
+    if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn options(args: &Args) -> Result<SimOptions, String> {
+    if args.seed.is_none() && args.seeds == 0 {
+        return Err("--seeds 0 runs nothing; give at least 1".into());
+    }
+    if args.trace && args.seed.is_none() {
+        return Err("--trace prints one seed's events: give it --seed".into());
+    }
+    let faults = FaultMix::parse(&args.faults)?;
+    let planted = args
+        .planted
+        .iter()
+        .map(|name| planted_by_name(name))
+        .collect::<Result<Vec<_>, _>>()?;
+    let options = SimOptions {
+        seed: 0,
+        minutes: args.minutes,
+        nodes: args.nodes,
+        databases: args.databases,
+        faults,
+        trace: args.trace,
+        planted,
+    };
+    options.validate()?;
+    Ok(options)
+}
+
+fn print_failure(report: &SimReport, problems: &[String]) {
+    println!("seed {} FAILED (trace {}):", report.seed, report.hash);
+    for problem in problems {
+        println!("  {problem}");
+    }
+    println!(
+        "  the last {} of its {} events:",
+        report.last_events.len().min(KEPT_EVENTS),
+        report.events
+    );
+    for event in &report.last_events {
+        println!("    {event}");
+    }
+    println!(
+        "  replay: scripts/simulate --seed {} --trace (same --minutes, --nodes, --databases, \
+         --faults and --plant)",
+        report.seed
+    );
+}
