@@ -502,22 +502,6 @@ mod tests {
     use super::*;
 
     #[test]
-    #[ignore = "a tool: SEED=n, writes /tmp/sim-trace-{0,1}.txt of two runs to diff"]
-    fn two_traces_of_one_seed() {
-        let mut options = SimOptions::new(std::env::var("SEED").map_or(1, |s| s.parse().unwrap()));
-        options.trace = true;
-        for i in 0..2 {
-            let report = run(&options);
-            eprintln!(
-                "run {i}: {} {} events {:?}",
-                report.hash, report.events, report.violations
-            );
-            let events = report.all_events.unwrap_or_default().join("\n");
-            std::fs::write(format!("/tmp/sim-trace-{i}.txt"), events).unwrap();
-        }
-    }
-
-    #[test]
     fn a_quiet_fleet_converges_and_a_seed_replays() {
         let mut options = SimOptions::new(7);
         options.minutes = 4;
