@@ -39,7 +39,8 @@ struct Args {
     #[arg(long, default_value = "all")]
     faults: String,
     /// Plant a bug (a control): dead-nodes-stay-live,
-    /// tasks-outlive-ownership. Repeatable.
+    /// tasks-outlive-ownership, config-changes-ignored,
+    /// stopped-tasks-stay-on-the-board. Repeatable.
     #[arg(long = "plant")]
     planted: Vec<String>,
     /// Print every event of the trace and its hash (with --seed).
@@ -51,6 +52,12 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    // Piped into `head`, stop quietly, as other command-line tools do.
+    // SAFETY: restoring a signal's default disposition at start-up,
+    // before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let args = Args::parse();
     let options = match options(&args) {
         Ok(options) => options,

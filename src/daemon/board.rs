@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::owned::TaskKey;
 use crate::model::heartbeat::{HeartbeatBody, OutsideCompactor, ServiceTasks, TaskFailure};
+use crate::model::planted::{Planted, planted};
 use crate::model::service::Service;
 use crate::observe::probes::TaskReport;
 use crate::plugin::compaction::FailureReport;
@@ -49,7 +50,9 @@ pub(super) struct BoardEntry {
 
 impl Drop for BoardEntry {
     fn drop(&mut self) {
-        self.board.remove(&self.key, self.instance);
+        if !planted(Planted::StoppedTasksStayOnTheBoard) {
+            self.board.remove(&self.key, self.instance);
+        }
     }
 }
 

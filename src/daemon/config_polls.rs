@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::fleet::root::{ConfigPoller, FleetRoot, FleetView};
+use crate::model::planted::{Planted, planted};
 
 /// A node's config polls: at most one runs at a time.
 pub(super) struct ConfigPolls {
@@ -73,7 +74,8 @@ impl ConfigPolls {
         step: Duration,
     ) -> PollOutcome {
         let mut wait = Duration::ZERO;
-        if self.running.is_none() && (now || self.last_started.elapsed() >= every) {
+        let ignored = planted(Planted::ConfigChangesIgnored);
+        if self.running.is_none() && !ignored && (now || self.last_started.elapsed() >= every) {
             self.start();
             wait = step;
         }

@@ -15,16 +15,30 @@ pub enum Planted {
     /// A node never stops a task it no longer owns: after a handover two
     /// nodes run the same task for good.
     TasksOutliveOwnership,
+    /// A node reads the config and registry once, at its start, and never
+    /// again: changes never reach it.
+    ConfigChangesIgnored,
+    /// A task's entry stays on the node's board after its supervisor ends
+    /// (the guard that removes it is gone): the heartbeat goes on counting
+    /// a task the node no longer runs.
+    StoppedTasksStayOnTheBoard,
 }
 
 impl Planted {
-    pub const ALL: [Planted; 2] = [Planted::DeadNodesStayLive, Planted::TasksOutliveOwnership];
+    pub const ALL: [Planted; 4] = [
+        Planted::DeadNodesStayLive,
+        Planted::TasksOutliveOwnership,
+        Planted::ConfigChangesIgnored,
+        Planted::StoppedTasksStayOnTheBoard,
+    ];
 
     /// The name `scripts/simulate --plant` takes.
     pub fn name(self) -> &'static str {
         match self {
             Planted::DeadNodesStayLive => "dead-nodes-stay-live",
             Planted::TasksOutliveOwnership => "tasks-outlive-ownership",
+            Planted::ConfigChangesIgnored => "config-changes-ignored",
+            Planted::StoppedTasksStayOnTheBoard => "stopped-tasks-stay-on-the-board",
         }
     }
 
@@ -37,9 +51,12 @@ thread_local! {
     static PLANTED: Cell<u32> = const { Cell::new(0) };
 }
 
-/// Whether `bug` is planted on this thread.
+/// Whether `bug` is planted on this thread (never while the thread is
+/// going away: a guard dropped then asks too).
 pub fn planted(bug: Planted) -> bool {
-    PLANTED.with(|bits| bits.get() & bug.bit() != 0)
+    PLANTED
+        .try_with(|bits| bits.get() & bug.bit() != 0)
+        .unwrap_or(false)
 }
 
 /// Plants `bugs` on this thread (and removes every other) until the guard

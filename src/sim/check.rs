@@ -3,13 +3,16 @@
 //! This step checks ownership: once faults stop, every running node runs
 //! exactly the tasks placement gives it (computed by the same function
 //! the nodes use, over the heartbeats in the store and the config as it
-//! is), and no node that is gone is still live to the fleet.
+//! is), its heartbeat counts exactly those tasks (what peers and `sleet
+//! status` are told), and no node that is gone is still live to the
+//! fleet.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::daemon::owned_tasks;
 use crate::fleet::root::{ConfigPoller, FleetRoot, NodeSighting, node_view};
+use crate::model::heartbeat::HeartbeatBody;
 use crate::model::service::Service;
 
 /// A broken invariant.
@@ -30,6 +33,8 @@ impl fmt::Display for Violation {
 pub const NOT_CONVERGED: &str = "ownership-did-not-converge";
 /// A node that is gone is still live to its peers.
 pub const GHOST_NODE: &str = "gone-node-still-live";
+/// A node's heartbeat counts other tasks than placement gives it.
+pub const MISCOUNTED: &str = "heartbeat-miscounts-tasks";
 /// A node's task panicked, or the simulator itself did.
 pub const PANIC: &str = "panic";
 
@@ -87,6 +92,10 @@ pub async fn ownership(
                 .into_keys()
                 .map(|key| (key.database, key.service.to_string(), key.target))
                 .collect();
+        if let Some(sighting) = sightings.get(&node.node_id) {
+            violations
+                .extend(heartbeat_counts(root, &sighting.path, &node.node_id, &expected).await);
+        }
         if expected != node.tasks {
             let extra: Vec<&Task> = node.tasks.difference(&expected).collect();
             let missing: Vec<&Task> = expected.difference(&node.tasks).collect();
@@ -105,6 +114,48 @@ pub async fn ownership(
         }
     }
     violations
+}
+
+/// Compares what a node's heartbeat counts (running and backing off, per
+/// service) with the tasks placement gives it.
+async fn heartbeat_counts(
+    root: &FleetRoot,
+    path: &object_store::path::Path,
+    node_id: &str,
+    expected: &BTreeSet<Task>,
+) -> Vec<Violation> {
+    let body = match root.get_bytes(path).await {
+        Ok(bytes) => serde_json::from_slice::<HeartbeatBody>(&bytes).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    let body = match body {
+        Ok(body) => body,
+        Err(e) => {
+            return vec![Violation {
+                name: MISCOUNTED,
+                detail: format!("{node_id}'s heartbeat {path} cannot be read: {e}"),
+            }];
+        }
+    };
+    let mut found = Vec::new();
+    for counted in &body.services {
+        let placed = expected
+            .iter()
+            .filter(|(_, service, _)| *service == counted.service.to_string())
+            .count() as u64;
+        let reported = counted.running + counted.backoff;
+        if reported != placed {
+            found.push(Violation {
+                name: MISCOUNTED,
+                detail: format!(
+                    "{node_id}'s heartbeat reports {reported} {} tasks where placement gives it \
+                     {placed}",
+                    counted.service
+                ),
+            });
+        }
+    }
+    found
 }
 
 fn describe(tasks: &[&Task]) -> String {
