@@ -112,16 +112,8 @@ impl FaultMix {
         }
         let mut faults = BTreeSet::new();
         for name in text.split(',').map(str::trim) {
-            let fault = Fault::ALL
-                .into_iter()
-                .find(|f| f.name() == name)
-                .ok_or_else(|| {
-                    let known: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
-                    format!(
-                        "unknown fault \"{name}\"; the faults are {}, or all, or none",
-                        known.join(", ")
-                    )
-                })?;
+            let fault = by_name(&Fault::ALL, Fault::name, name, "fault")
+                .map_err(|e| format!("{e}, or all, or none"))?;
             faults.insert(fault);
         }
         Ok(FaultMix(faults))
@@ -149,13 +141,23 @@ impl fmt::Display for FaultMix {
 
 /// A planted bug by its `--plant` name.
 pub fn planted_by_name(name: &str) -> Result<Planted, String> {
-    Planted::ALL
-        .into_iter()
-        .find(|p| p.name() == name)
+    by_name(&Planted::ALL, Planted::name, name, "planted bug")
+}
+
+/// The one of `all` called `name`, or an error that names every one.
+fn by_name<T: Copy>(
+    all: &[T],
+    name_of: fn(T) -> &'static str,
+    name: &str,
+    what: &str,
+) -> Result<T, String> {
+    all.iter()
+        .copied()
+        .find(|t| name_of(*t) == name)
         .ok_or_else(|| {
-            let known: Vec<&str> = Planted::ALL.iter().map(|p| p.name()).collect();
+            let known: Vec<&str> = all.iter().map(|t| name_of(*t)).collect();
             format!(
-                "unknown planted bug \"{name}\"; they are {}",
+                "unknown {what} \"{name}\"; the known ones are {}",
                 known.join(", ")
             )
         })
