@@ -143,19 +143,13 @@ impl NodeOptions {
         self
     }
 
-    /// The time hooks are told (tests drive it).
-    #[doc(hidden)]
-    pub fn with_hook_clock(mut self, clock: Clock) -> Self {
-        self.clock = clock;
-        self
-    }
-
     /// The node's wall clock: what it stamps and judges heartbeats by, and
     /// the time hooks are told. The simulator gives each node its own,
     /// skewed and jumping; a real node reads the system clock.
     #[doc(hidden)]
-    pub fn with_clock(self, clock: Clock) -> Self {
-        self.with_hook_clock(clock)
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     #[doc(hidden)]

@@ -58,6 +58,12 @@ const TOP_K_SCAN_MAX: usize = 8;
 /// Separates the parts of a placement key.
 const KEY_SEPARATOR: u8 = 0x00;
 
+/// FNV-1a 64 of `bytes`: the 0.1.0 hash, also a stable way to derive a
+/// seed from a name.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    fnv1a_from(FNV_OFFSET_BASIS, &[bytes])
+}
+
 /// FNV-1a 64 continued from `state` over a sequence of byte strings, as
 /// if concatenated.
 fn fnv1a_from(state: u64, parts: &[&[u8]]) -> u64 {

@@ -3,8 +3,8 @@
 
 use tracing::info;
 
-use super::outside_compactor::{self, LookError, Verdict};
-use super::{Claim, ServiceError, thresholds};
+use super::outside_compactor::{self, LookError, Thresholds, Verdict};
+use super::{Claim, ServiceError};
 use crate::config::OutsideCompactorSettings;
 use crate::fleet::database::{ADMIN_CALL_TIMEOUT, DatabaseError, DatabaseHandle};
 use crate::services::outside_compactor::records::EpochRecords;
@@ -78,5 +78,14 @@ impl DatabaseHandle {
             }
             Verdict::Unclaimed | Verdict::Fleet => Ok(Some(Claim::from(&seen))),
         }
+    }
+}
+
+/// The judge's thresholds from the resolved config.
+fn thresholds(s: &OutsideCompactorSettings) -> Thresholds {
+    Thresholds {
+        active_within: s.active_within,
+        takeover_backlog: s.takeover_backlog,
+        takeover_after: s.takeover_after,
     }
 }

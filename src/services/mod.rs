@@ -53,7 +53,7 @@ use crate::services::idle::wakes::{Role, WakeSignals};
 use crate::services::idle::watch::{VersionWatch, Watched};
 use crate::services::idle::{ServiceIdle, Signals, run_while_busy};
 use crate::services::outside_compactor::records::EpochRecords;
-use outside_compactor::{Evidence, Sighting, Thresholds};
+use outside_compactor::{Evidence, Sighting};
 
 /// Why a service could not run.
 #[derive(Debug, thiserror::Error)]
@@ -292,15 +292,6 @@ async fn until_cancelled<S: std::future::Future<Output = Result<(), slatedb::Err
         biased;
         result = &mut run => result,
         () = token.cancelled() => stop().await,
-    }
-}
-
-/// The judge's thresholds from the resolved config.
-fn thresholds(s: &OutsideCompactorSettings) -> Thresholds {
-    Thresholds {
-        active_within: s.active_within,
-        takeover_backlog: s.takeover_backlog,
-        takeover_after: s.takeover_after,
     }
 }
 

@@ -1,7 +1,7 @@
 //! The driver: starts the fleet, injects the fault mix from the seed,
 //! stops the faults, lets the fleet settle and judges it.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,8 +20,9 @@ use crate::Fleet;
 use crate::daemon::{DatabaseOpener, NodeOptions};
 use crate::fleet::database::DatabaseHandle;
 use crate::fleet::root::FleetRoot;
+use crate::model::placement::fnv1a;
 use crate::model::planted::{Planted, plant};
-use crate::model::registry::{canonicalize_database_url, file_name};
+use crate::model::registry::canonicalize_database_url;
 use crate::observe::metrics::Metrics;
 use crate::observe::probes::NodeProbes;
 use crate::testing::Chaos;
@@ -180,7 +181,8 @@ struct World {
     starts: u64,
     /// The checker's root: no faults, no pause.
     root: FleetRoot,
-    databases: BTreeSet<usize>,
+    /// Registered databases by index, with their registry files.
+    databases: BTreeMap<usize, String>,
     next_database: usize,
     /// Whether the config now limits databases to GC and coordinator.
     narrowed: bool,
@@ -219,29 +221,26 @@ impl World {
 
     async fn register(&mut self, index: usize) {
         let url = database_url(index);
-        self.root
+        let registered = self
+            .root
             .register(&url)
             .await
             .expect("the checker's writes never fail");
-        self.databases.insert(index);
+        self.databases.insert(index, registered.file);
         self.note(format!("register {url}"));
     }
 
     async fn remove(&mut self, index: usize) {
-        let url = database_url(index);
-        let canonical = canonicalize_database_url(&url).expect("a valid URL");
-        let path = self.root.path(&format!(
-            "{}/{}",
-            crate::fleet::root::REGISTRY_DIR,
-            file_name(&canonical)
-        ));
+        let file = self
+            .databases
+            .remove(&index)
+            .expect("a registered database");
         self.root
             .store()
-            .delete(&path)
+            .delete(&self.root.path(&file))
             .await
             .expect("the checker's writes never fail");
-        self.databases.remove(&index);
-        self.note(format!("remove {url}"));
+        self.note(format!("remove {}", database_url(index)));
     }
 
     fn start(&mut self, node: &mut SimNode) {
@@ -287,13 +286,6 @@ impl World {
     }
 }
 
-/// FNV-1a: a stable hash of a name, to derive its seed from the run's.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 fn database_url(index: usize) -> String {
     format!("{DATA_BUCKET}/db{index:03}")
 }
@@ -301,7 +293,7 @@ fn database_url(index: usize) -> String {
 async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
     let clock = SimClock::start();
     let store = SimStore::new(clock.clone(), trace.clone());
-    let checker: Arc<dyn ObjectStore> = Arc::new(store.view("checker", options.seed));
+    let checker: Arc<dyn ObjectStore> = Arc::new(store.view("checker"));
     let root = FleetRoot::from_parts(ROOT_URL.to_string(), checker, Path::from("sim-root/fleet"));
     let mut world = World {
         clock,
@@ -311,7 +303,7 @@ async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
         seed: options.seed,
         starts: 0,
         root,
-        databases: BTreeSet::new(),
+        databases: BTreeMap::new(),
         next_database: options.databases,
         narrowed: false,
     };
@@ -485,7 +477,7 @@ async fn inject(world: &mut World, nodes: &mut [SimNode], mix: &FaultMix) {
         }
         Fault::Registry => {
             if world.draw(2) == 0 && world.databases.len() > 1 {
-                let present: Vec<usize> = world.databases.iter().copied().collect();
+                let present: Vec<usize> = world.databases.keys().copied().collect();
                 let index = present[world.draw(present.len() as u64) as usize];
                 world.remove(index).await;
             } else {

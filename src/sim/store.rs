@@ -74,10 +74,10 @@ impl SimStore {
         *self.levels.lock().expect("levels lock")
     }
 
-    /// The store as the checker sees it: no faults, no pause, traced as
-    /// `checker`.
-    pub fn view(self: &Arc<Self>, node: &str, seed: u64) -> NodeStore {
-        NodeStore::new(self.clone(), node, seed, None)
+    /// The store as the checker sees it: no faults (so no draws), no
+    /// pause, traced as `name`.
+    pub fn view(self: &Arc<Self>, name: &str) -> NodeStore {
+        NodeStore::new(self.clone(), name, 0, None)
     }
 
     fn stamp(&self, location: &Path) {
@@ -107,9 +107,9 @@ pub struct NodeStore {
     store: Arc<SimStore>,
     node: String,
     chaos: Arc<Mutex<Chaos>>,
-    /// `Some` for a node the driver may pause; the checker's view has none.
+    /// A node's pause, and with it its faults; the checker's view has
+    /// neither.
     paused: Option<Arc<PauseGate>>,
-    faulty: bool,
 }
 
 /// Holds a paused node's requests until it resumes. Waiters wake in the
@@ -184,13 +184,11 @@ impl NodeStore {
         seed: u64,
         paused: Option<Arc<PauseGate>>,
     ) -> NodeStore {
-        let faulty = paused.is_some();
         NodeStore {
             store,
             node: node.to_string(),
             chaos: Arc::new(Mutex::new(Chaos::with_seed(seed))),
             paused,
-            faulty,
         }
     }
 
@@ -212,12 +210,10 @@ impl NodeStore {
     /// request's fate: `Err` before the store sees it, `Ok(true)` when its
     /// reply is to be lost after the store applies it.
     async fn before(&self, op: &str, what: &str) -> Result<bool> {
-        if let Some(paused) = &self.paused {
-            paused.passed().await;
-        }
-        if !self.faulty {
+        let Some(paused) = &self.paused else {
             return Ok(false);
-        }
+        };
+        paused.passed().await;
         let levels = self.store.levels();
         if levels.max_latency_ms > 0 {
             let wait = self.draw() % (levels.max_latency_ms + 1);
@@ -268,8 +264,7 @@ impl NodeStore {
         futures::stream::once(async move {
             let lost = this.before(op, &what).await?;
             let items: Vec<Result<T>> = stream.collect().await;
-            let result: Result<()> = Ok(());
-            this.reply(op, &what, lost, result)?;
+            this.reply(op, &what, lost, Ok(()))?;
             Ok::<_, object_store::Error>(futures::stream::iter(items))
         })
         .try_flatten()

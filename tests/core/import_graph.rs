@@ -131,6 +131,11 @@ impl Graph {
 
     pub fn edges(&self, with_own_reexports: bool) -> BTreeMap<String, BTreeSet<String>> {
         let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let path_of: BTreeMap<&str, &Vec<String>> = self
+            .modules
+            .values()
+            .map(|m| (m.file.as_str(), &m.path))
+            .collect();
         for module in self.modules.values() {
             let entry = edges.entry(module.file.clone()).or_default();
             for (path, own_reexport) in &module.reaches {
@@ -138,7 +143,7 @@ impl Graph {
                     continue;
                 }
                 if let Some(file) = self.resolve(path) {
-                    let target = &self.modules.values().find(|m| m.file == file).unwrap().path;
+                    let target = path_of[file];
                     let descendant =
                         target.len() > module.path.len() && target.starts_with(&module.path);
                     if file != module.file && !descendant {

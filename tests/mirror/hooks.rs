@@ -70,7 +70,7 @@ async fn a_maintenance_window_defers_mirror_passes_and_the_audit_hook_sees_outco
     source.start_node(
         NodeOptions::new("solo")
             .with_plugin_dirs([plugins.path().to_path_buf()], None)
-            .with_hook_clock(Arc::new(move || {
+            .with_clock(Arc::new(move || {
                 chrono::DateTime::from_timestamp_millis(clock.load(Ordering::SeqCst)).unwrap()
             })),
     );
