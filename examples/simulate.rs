@@ -35,14 +35,20 @@ struct Args {
     #[arg(long, default_value_t = 10)]
     databases: usize,
     /// The faults to inject: all, none, or names joined by commas
-    /// (crash, pause, 503, lost-reply, slow, skew, config, registry).
+    /// (crash, pause, 503, lost-reply, slow, skew, config, registry,
+    /// writer-crash).
     #[arg(long, default_value = "all")]
     faults: String,
     /// Plant a bug (a control): dead-nodes-stay-live,
     /// tasks-outlive-ownership, config-changes-ignored,
-    /// stopped-tasks-stay-on-the-board. Repeatable.
+    /// stopped-tasks-stay-on-the-board, outside-compactor-vet-skipped.
+    /// Repeatable.
     #[arg(long = "plant")]
     planted: Vec<String>,
+    /// No application writers: databases stay empty and only ownership is
+    /// judged (about 50 times faster).
+    #[arg(long)]
+    no_writers: bool,
     /// Print every event of the trace and its hash (with --seed).
     #[arg(long)]
     trace: bool,
@@ -137,6 +143,7 @@ fn options(args: &Args) -> Result<SimOptions, String> {
         nodes: args.nodes,
         databases: args.databases,
         faults,
+        writers: !args.no_writers,
         trace: args.trace,
         planted,
     };

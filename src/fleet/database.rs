@@ -11,6 +11,7 @@ use object_store::path::Path;
 use slatedb::admin::{Admin, AdminBuilder};
 use slatedb::compactor::CompactionStatus;
 use slatedb::{CloseReason, ErrorKind};
+use slatedb_common::clock::SystemClock;
 
 use crate::model::registry::{UrlError, canonicalize_database_url};
 use crate::model::response::QueueStatus;
@@ -65,6 +66,20 @@ pub struct DatabaseHandle {
     address: Option<Arc<BucketAddress>>,
     /// Limits how many of a node's looks run at once; see [`Self::gated`].
     looks: Option<Arc<tokio::sync::Semaphore>>,
+    /// The seed and clock SlateDB's services for this database take, when
+    /// a run must replay (the simulator's); SlateDB's own otherwise.
+    replay: Option<Arc<Replay>>,
+}
+
+/// What makes SlateDB's services for one database replay: one seed for
+/// their randomness (retry jitter, ULIDs of the files they write) and one
+/// clock for their wall time. Production leaves both to SlateDB (the
+/// operating system's randomness, its `DefaultSystemClock`); the
+/// simulator gives its own, so a seed's run is the same run.
+#[derive(Clone)]
+pub struct Replay {
+    pub seed: u64,
+    pub clock: Arc<dyn SystemClock>,
 }
 
 impl std::fmt::Debug for DatabaseHandle {
@@ -107,19 +122,22 @@ impl DatabaseHandle {
         DatabaseHandle::with_admin(url, store, path, admin)
     }
 
-    /// [`DatabaseHandle::from_parts`] whose SlateDB admin draws its
-    /// randomness (the jitter of its retries) from `seed`: the simulator's
-    /// handles, so a seed's run is the same run.
-    pub fn seeded(
+    /// [`DatabaseHandle::from_parts`] whose SlateDB admin and services
+    /// draw their randomness from `replay.seed` and read `replay.clock`:
+    /// the simulator's handles.
+    pub fn replaying(
         url: String,
         store: Arc<dyn ObjectStore>,
         path: Path,
-        seed: u64,
+        replay: Replay,
     ) -> DatabaseHandle {
         let admin = AdminBuilder::new(path.clone(), store.clone())
-            .with_seed(seed)
+            .with_seed(replay.seed)
+            .with_system_clock(replay.clock.clone())
             .build();
-        DatabaseHandle::with_admin(url, store, path, Arc::new(admin))
+        let mut handle = DatabaseHandle::with_admin(url, store, path, Arc::new(admin));
+        handle.replay = Some(Arc::new(replay));
+        handle
     }
 
     fn with_admin(
@@ -135,6 +153,7 @@ impl DatabaseHandle {
             path,
             address: None,
             looks: None,
+            replay: None,
         }
     }
 
@@ -183,6 +202,20 @@ impl DatabaseHandle {
             DatabaseHandle::from_parts(self.url, wrap(self.store), self.path).with_address(address);
         wrapped.looks = looks;
         wrapped
+    }
+
+    /// The wall time the services judge this database's objects by: the
+    /// replaying clock's, else the system's.
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        match &self.replay {
+            Some(replay) => replay.clock.now(),
+            None => chrono::Utc::now(),
+        }
+    }
+
+    /// The seed and clock SlateDB's services take, when the run replays.
+    pub fn replay(&self) -> Option<&Replay> {
+        self.replay.as_deref()
     }
 
     pub fn url(&self) -> &str {

@@ -22,14 +22,25 @@ pub enum Planted {
     /// (the guard that removes it is gone): the heartbeat goes on counting
     /// a task the node no longer runs.
     StoppedTasksStayOnTheBoard,
+    /// The fleet never looks for a compactor outside it before it
+    /// compacts: its coordinator takes the next compactor epoch over a
+    /// writer on SlateDB's defaults, whose own compactor it fences.
+    OutsideCompactorVetSkipped,
+    /// Not a guard of sleet's but of the simulated application's: it
+    /// tells its users a write is durable as soon as SlateDB's `put`
+    /// returns (the write is then only in memory), so a writer's crash
+    /// loses acknowledged writes. The control of the durability invariant.
+    WriterAcksBeforeDurable,
 }
 
 impl Planted {
-    pub const ALL: [Planted; 4] = [
+    pub const ALL: [Planted; 6] = [
         Planted::DeadNodesStayLive,
         Planted::TasksOutliveOwnership,
         Planted::ConfigChangesIgnored,
         Planted::StoppedTasksStayOnTheBoard,
+        Planted::OutsideCompactorVetSkipped,
+        Planted::WriterAcksBeforeDurable,
     ];
 
     /// The name `scripts/simulate --plant` takes.
@@ -39,6 +50,8 @@ impl Planted {
             Planted::TasksOutliveOwnership => "tasks-outlive-ownership",
             Planted::ConfigChangesIgnored => "config-changes-ignored",
             Planted::StoppedTasksStayOnTheBoard => "stopped-tasks-stay-on-the-board",
+            Planted::OutsideCompactorVetSkipped => "outside-compactor-vet-skipped",
+            Planted::WriterAcksBeforeDurable => "writer-acks-before-durable",
         }
     }
 

@@ -7,6 +7,7 @@ use super::outside_compactor::{self, LookError, Thresholds, Verdict};
 use super::{Claim, ServiceError};
 use crate::config::OutsideCompactorSettings;
 use crate::fleet::database::{ADMIN_CALL_TIMEOUT, DatabaseError, DatabaseHandle};
+use crate::model::planted::{Planted, planted};
 use crate::services::outside_compactor::records::EpochRecords;
 
 impl DatabaseHandle {
@@ -20,7 +21,7 @@ impl DatabaseHandle {
         records: &EpochRecords,
         outside: &OutsideCompactorSettings,
     ) -> Result<Option<Claim>, ServiceError> {
-        if !outside.enabled {
+        if !outside.enabled || planted(Planted::OutsideCompactorVetSkipped) {
             return Ok(None);
         }
         let target = outside_compactor::Target {

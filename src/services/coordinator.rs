@@ -11,6 +11,7 @@ use slatedb_common::metrics::MetricsRecorder;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
+use super::replay::Replayable;
 use super::{ServiceError, coordinator_options, outside_compactor};
 use crate::config::CoordinatorSettings;
 use crate::fleet::database::DatabaseHandle;
@@ -40,7 +41,8 @@ pub(super) async fn run_coordinator(
     let watch = ClaimWatch::forwarding(recorder);
     let mut builder = CompactorBuilder::new(db.path().clone(), db.store().clone())
         .with_options(coordinator_options(c))
-        .with_metrics_recorder(Arc::new(watch.clone()));
+        .with_metrics_recorder(Arc::new(watch.clone()))
+        .replaying(db);
     if let Some(code) = code {
         builder = builder.with_merge_operator(code.merge_operator.clone());
         if let Some(filter) = &code.compaction_filter {

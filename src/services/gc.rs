@@ -7,6 +7,7 @@ use slatedb::config::GarbageCollectorOptions;
 use slatedb_common::metrics::MetricsRecorder;
 use tokio_util::sync::CancellationToken;
 
+use super::replay::Replayable;
 use super::until_cancelled;
 use crate::fleet::database::DatabaseHandle;
 
@@ -22,6 +23,7 @@ pub(super) async fn run_gc(
     let gc = GarbageCollectorBuilder::new(db.path().clone(), db.store().clone())
         .with_options(options)
         .with_metrics_recorder(recorder)
+        .replaying(db)
         .build();
     until_cancelled(gc.run(), || gc.stop(), &token).await
 }
@@ -36,6 +38,7 @@ pub(super) async fn sweep_once(
     let gc = GarbageCollectorBuilder::new(db.path().clone(), db.store().clone())
         .with_options(options)
         .with_metrics_recorder(recorder)
+        .replaying(db)
         .build();
     gc.run_gc_once().await;
 }

@@ -28,6 +28,7 @@ pub mod hooks;
 pub mod idle;
 pub mod outside_compactor;
 mod registration;
+mod replay;
 mod slatedb_options;
 mod workers;
 
@@ -196,6 +197,7 @@ pub async fn run_service(
             let signals = Signals {
                 nudged: Some(listener.notify()),
                 flow: Some(wakes.flow()),
+                grid_origin: Some(wakes.grid_origin()),
                 ..Signals::default()
             };
             run_while_busy(&mut watch, &idle.settings, &token, &signals, vet, |child| {
@@ -229,6 +231,7 @@ pub async fn run_service(
                 woke: Some(&woke),
                 nudged: Some(listener.notify()),
                 flow: Some(wakes.flow()),
+                grid_origin: Some(wakes.grid_origin()),
             };
             run_while_busy(&mut watch, &idle.settings, &token, &signals, vet, |child| {
                 let recorder = recorder.clone();
@@ -260,6 +263,7 @@ pub async fn run_service(
             let signals = Signals {
                 nudged: Some(listener.notify()),
                 flow: Some(wakes.flow()),
+                grid_origin: Some(wakes.grid_origin()),
                 ..Signals::default()
             };
             // No look of their own before they start: the looks only start

@@ -9,6 +9,7 @@ use slatedb_common::metrics::MetricsRecorder;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
+use super::replay::Replayable;
 use super::{ServiceError, until_cancelled, worker_options};
 use crate::config::{OutsideCompactorSettings, WorkerSettings};
 use crate::fleet::database::DatabaseHandle;
@@ -27,7 +28,8 @@ async fn run_worker(
 ) -> Result<(), slatedb::Error> {
     let mut builder = CompactionWorkerBuilder::new(db.path().clone(), db.store().clone())
         .with_options(options)
-        .with_metrics_recorder(recorder);
+        .with_metrics_recorder(recorder)
+        .replaying(db);
     if let Some(code) = code {
         builder = builder.with_merge_operator(code.merge_operator.clone());
         if let Some(filter) = &code.compaction_filter {

@@ -1,14 +1,26 @@
 //! The invariants a simulated run is judged by, each failure with a name.
 //!
-//! This step checks ownership: once faults stop, every running node runs
-//! exactly the tasks placement gives it (computed by the same function
-//! the nodes use, over the heartbeats in the store and the config as it
-//! is), its heartbeat counts exactly those tasks (what peers and `sleet
-//! status` are told), and no node that is gone is still live to the
-//! fleet.
+//! Ownership: once faults stop, every running node runs exactly the tasks
+//! placement gives it (computed by the same function the nodes use, over
+//! the heartbeats in the store and the config as it is), its heartbeat
+//! counts exactly those tasks (what peers and `sleet status` are told),
+//! and no node that is gone is still live to the fleet. Epochs: every
+//! manifest version written, in order, keeps its compactor and writer
+//! epochs from going back, and one compactor writes under each compactor
+//! epoch. The application's own invariants (every acknowledged write
+//! reads back; a writer on SlateDB's defaults is never fenced) are judged
+//! where it writes, in `app`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::sync::Arc;
+
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use slatedb::admin::AdminBuilder;
+
+use super::store::ManifestWrite;
 
 use crate::daemon::owned_tasks;
 use crate::fleet::root::{ConfigPoller, FleetRoot, NodeSighting, node_view};
@@ -35,6 +47,11 @@ pub const NOT_CONVERGED: &str = "ownership-did-not-converge";
 pub const GHOST_NODE: &str = "gone-node-still-live";
 /// A node's heartbeat counts other tasks than placement gives it.
 pub const MISCOUNTED: &str = "heartbeat-miscounts-tasks";
+/// A write the application was told is durable does not read back.
+pub const WRITE_LOST: &str = "acknowledged-write-lost";
+/// A compactor epoch was taken over a writer on SlateDB's defaults
+/// while it was open: the fleet fenced the writer's own compactor.
+pub const DEFAULT_WRITER_FENCED: &str = "default-writer-fenced";
 /// A node's task panicked, or the simulator itself did.
 pub const PANIC: &str = "panic";
 
@@ -137,11 +154,36 @@ async fn heartbeat_counts(
             }];
         }
     };
+    // A coordinator or workers standing down for a compactor outside the
+    // fleet is neither running nor backing off: the heartbeat lists its
+    // database among the outside compactors instead.
+    let stood_down: BTreeSet<&str> = body
+        .outside_compactors
+        .iter()
+        .map(|o| o.database.as_str())
+        .collect();
+    if stood_down.len() as u64 != body.outside_compactor_count {
+        return vec![Violation {
+            name: MISCOUNTED,
+            detail: format!(
+                "{node_id}'s heartbeat counts {} outside compactors but lists {}",
+                body.outside_compactor_count,
+                stood_down.len()
+            ),
+        }];
+    }
     let mut found = Vec::new();
     for counted in &body.services {
+        let compacts = matches!(
+            counted.service,
+            Service::CompactorCoordinator | Service::CompactionWorkers
+        );
         let placed = expected
             .iter()
-            .filter(|(_, service, _)| *service == counted.service.to_string())
+            .filter(|(db, service, _)| {
+                *service == counted.service.to_string()
+                    && !(compacts && stood_down.contains(db.as_str()))
+            })
             .count() as u64;
         let reported = counted.running + counted.backoff;
         if reported != placed {
@@ -149,8 +191,9 @@ async fn heartbeat_counts(
                 name: MISCOUNTED,
                 detail: format!(
                     "{node_id}'s heartbeat reports {reported} {} tasks where placement gives it \
-                     {placed}",
-                    counted.service
+                     {placed} (standing down for {} outside compactors)",
+                    counted.service,
+                    stood_down.len()
                 ),
             });
         }
@@ -174,5 +217,204 @@ fn describe(tasks: &[&Task]) -> String {
     match more {
         0 => shown.join(", "),
         n => format!("{} and {n} more", shown.join(", ")),
+    }
+}
+
+/// A compactor or writer wrote a manifest after a newer one had taken its
+/// epoch: fenced, it still wrote.
+pub const FENCED_WROTE: &str = "fenced-client-wrote";
+/// Two compactors' manifest writes succeeded under one compactor epoch.
+pub const TWO_COMPACTORS: &str = "two-compactors-one-epoch";
+
+/// Judges every manifest version the run wrote, database by database, in
+/// version order: the compactor and writer epochs never go back (a fenced
+/// client writes nothing after), and the manifests written under one
+/// compactor epoch by fleet nodes come from one node, and from none if
+/// the epoch was taken by the application's own compactor. (A writer's
+/// flushes carry whatever compactor epoch holds, so the application's
+/// writes are judged only by the first rule.)
+pub async fn epochs(writes: &[ManifestWrite]) -> Vec<Violation> {
+    let mut by_database: BTreeMap<String, Vec<&ManifestWrite>> = BTreeMap::new();
+    for write in writes {
+        let location = write.location.as_ref();
+        if let Some((database, _)) = location.rsplit_once("/manifest/") {
+            by_database
+                .entry(database.to_string())
+                .or_default()
+                .push(write);
+        }
+    }
+    let mut violations = Vec::new();
+    for (database, writes) in by_database {
+        match decoded(&database, &writes).await {
+            Ok(versions) => violations.extend(judge_epochs(&database, &versions)),
+            Err(e) => violations.push(Violation {
+                name: FENCED_WROTE,
+                detail: format!("{database}: a manifest written cannot be read back: {e}"),
+            }),
+        }
+    }
+    violations
+}
+
+/// One manifest version: its id, author and epochs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Version {
+    pub id: u64,
+    pub author: String,
+    pub compactor_epoch: u64,
+    pub writer_epoch: u64,
+}
+
+/// Reads each written version back with SlateDB's own reader, from a
+/// scratch store that holds exactly what was written.
+async fn decoded(database: &str, writes: &[&ManifestWrite]) -> Result<Vec<Version>, String> {
+    let scratch: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let mut ids = Vec::new();
+    for write in writes {
+        let id = write
+            .location
+            .filename()
+            .and_then(|f| f.strip_suffix(".manifest"))
+            .and_then(|id| id.parse::<u64>().ok())
+            .ok_or_else(|| format!("{} is not a manifest version", write.location))?;
+        scratch
+            .put(&write.location, PutPayload::from(write.bytes.clone()))
+            .await
+            .map_err(|e| e.to_string())?;
+        ids.push((id, write.author.clone()));
+    }
+    let admin = AdminBuilder::new(Path::from(database), scratch).build();
+    let mut versions = Vec::new();
+    for (id, author) in ids {
+        let manifest = admin
+            .read_manifest(Some(id))
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("manifest {id} is missing"))?;
+        versions.push(Version {
+            id,
+            author,
+            compactor_epoch: manifest.compactor_epoch(),
+            writer_epoch: manifest.writer_epoch(),
+        });
+    }
+    versions.sort_by_key(|v| v.id);
+    Ok(versions)
+}
+
+/// Whether `author` is the application (its writer and, on SlateDB's
+/// defaults, its compactor; its readers, whose checkpoints are manifest
+/// writes) rather than a fleet node.
+fn is_application(author: &str) -> bool {
+    author.starts_with("app ") || author.starts_with("reader ")
+}
+
+/// The epoch rules over one database's versions, in id order.
+pub fn judge_epochs(database: &str, versions: &[Version]) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    let mut newest: Option<&Version> = None;
+    // Per compactor epoch: who took it, and the nodes that wrote under it.
+    let mut taken_by: BTreeMap<u64, &str> = BTreeMap::new();
+    let mut node_authors: BTreeMap<u64, BTreeSet<&str>> = BTreeMap::new();
+    for version in versions {
+        if let Some(before) = newest {
+            for (what, was, now) in [
+                ("compactor", before.compactor_epoch, version.compactor_epoch),
+                ("writer", before.writer_epoch, version.writer_epoch),
+            ] {
+                if now < was {
+                    violations.push(Violation {
+                        name: FENCED_WROTE,
+                        detail: format!(
+                            "{database}: manifest {} by {} carries {what} epoch {now} after \
+                             manifest {} by {} carried {was}",
+                            version.id, version.author, before.id, before.author
+                        ),
+                    });
+                }
+            }
+        }
+        let claimed = newest.is_none_or(|b| version.compactor_epoch > b.compactor_epoch);
+        if claimed {
+            taken_by.insert(version.compactor_epoch, version.author.as_str());
+        }
+        if !is_application(&version.author) {
+            node_authors
+                .entry(version.compactor_epoch)
+                .or_default()
+                .insert(version.author.as_str());
+        }
+        newest = Some(version);
+    }
+    for (epoch, nodes) in node_authors {
+        let taker = taken_by.get(&epoch).copied().unwrap_or("nobody");
+        let too_many = nodes.len() > 1 || (is_application(taker) && !nodes.is_empty());
+        if too_many {
+            violations.push(Violation {
+                name: TWO_COMPACTORS,
+                detail: format!(
+                    "{database}: compactor epoch {epoch} (taken by {taker}) has manifest writes \
+                     from {}",
+                    nodes.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+            });
+        }
+    }
+    violations
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version(id: u64, author: &str, compactor_epoch: u64, writer_epoch: u64) -> Version {
+        Version {
+            id,
+            author: author.to_string(),
+            compactor_epoch,
+            writer_epoch,
+        }
+    }
+
+    fn names(found: &[Violation]) -> Vec<&'static str> {
+        found.iter().map(|v| v.name).collect()
+    }
+
+    #[test]
+    fn the_epoch_rules_pass_a_handover_and_catch_what_fencing_forbids() {
+        let app = "app s3://sim-data/db000#1";
+        // The writer opens, the fleet's n1 takes the compactor, then n2
+        // after a handover; the writer's flushes carry either epoch.
+        let fine = [
+            version(1, app, 0, 1),
+            version(2, "n1", 1, 1),
+            version(3, app, 1, 1),
+            version(4, "n2", 2, 1),
+            version(5, app, 2, 1),
+            version(6, "reader s3://sim-data/db000", 2, 1),
+        ];
+        assert!(judge_epochs("db", &fine).is_empty());
+        // n1, fenced by n2, writes again under its old epoch.
+        let mut went_back = fine.to_vec();
+        went_back.push(version(7, "n1", 1, 1));
+        assert_eq!(names(&judge_epochs("db", &went_back)), [FENCED_WROTE]);
+        // Two nodes both write under epoch 1.
+        let two = [
+            version(1, app, 0, 1),
+            version(2, "n1", 1, 1),
+            version(3, "n2", 1, 1),
+        ];
+        assert_eq!(names(&judge_epochs("db", &two)), [TWO_COMPACTORS]);
+        // The writer's own compactor took epoch 1; a node writes under it.
+        let over_app = [
+            version(1, app, 0, 1),
+            version(2, app, 1, 1),
+            version(3, "n1", 1, 1),
+        ];
+        assert_eq!(names(&judge_epochs("db", &over_app)), [TWO_COMPACTORS]);
+        // A writer fenced by a newer writer writes again.
+        let writer_back = [version(1, app, 0, 2), version(2, app, 0, 1)];
+        assert_eq!(names(&judge_epochs("db", &writer_back)), [FENCED_WROTE]);
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use chrono::{DateTime, TimeDelta, Utc};
+use slatedb_common::clock::{SystemClock, SystemClockTicker};
 
 use crate::plugin::hook::Clock;
 
@@ -39,10 +40,48 @@ impl SimClock {
         self.start.elapsed().as_millis() as u64
     }
 
+    /// SlateDB's clock in a process whose wall clock is `offset_millis`
+    /// off the store's (see [`SlateClock`]).
+    pub fn slatedb(&self, offset_millis: i64) -> Arc<dyn SystemClock> {
+        Arc::new(SlateClock {
+            clock: self.clone(),
+            offset: TimeDelta::milliseconds(offset_millis),
+        })
+    }
+
     /// A node's clock: this one plus `skew`, which may change as it runs.
     pub fn skewed(&self, skew: Arc<Skew>) -> Clock {
         let clock = self.clone();
         Arc::new(move || clock.now() + TimeDelta::milliseconds(skew.millis()))
+    }
+}
+
+/// What SlateDB reads in a simulated process: like its
+/// `DefaultSystemClock` (the wall time when the process started, moved on
+/// by tokio's monotonic time), so its offset from the store's clock is
+/// the process's skew when it opened the database, fixed from then on:
+/// a later jump of the node's clock does not move it, as a real jump does
+/// not move SlateDB's.
+#[derive(Debug, Clone)]
+pub struct SlateClock {
+    clock: SimClock,
+    offset: TimeDelta,
+}
+
+impl SystemClock for SlateClock {
+    fn now(&self) -> DateTime<Utc> {
+        self.clock.now() + self.offset
+    }
+
+    fn sleep<'a>(
+        &'a self,
+        duration: std::time::Duration,
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+        Box::pin(tokio::time::sleep(duration))
+    }
+
+    fn ticker<'a>(&'a self, duration: std::time::Duration) -> SystemClockTicker<'a> {
+        SystemClockTicker::new(self, duration)
     }
 }
 

@@ -6,25 +6,18 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
+use object_store::ObjectStore;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
+use super::FaultMix;
 use super::check::{self, PANIC, Running, Violation};
 use super::clock::{SimClock, Skew};
-use super::store::{FaultLevels, NodeStore, PauseGate, SimStore};
+use super::inject::inject;
+use super::store::{FaultLevels, SimStore};
 use super::trace::Trace;
-use super::{Fault, FaultMix};
-use crate::Fleet;
-use crate::daemon::{DatabaseOpener, NodeOptions};
-use crate::fleet::database::DatabaseHandle;
+use super::world::{ROOT_URL, SimNode, World, database_url};
 use crate::fleet::root::FleetRoot;
-use crate::model::placement::fnv1a;
 use crate::model::planted::{Planted, plant};
-use crate::model::registry::canonicalize_database_url;
-use crate::observe::metrics::Metrics;
-use crate::observe::probes::NodeProbes;
 use crate::testing::Chaos;
 
 /// How long after the last fault ownership must have converged, at the
@@ -32,11 +25,6 @@ use crate::testing::Chaos;
 /// ticks and lists again (10 s), a config change is read (60 s), with a
 /// tick to spare.
 pub const CONVERGENCE_BOUND: Duration = Duration::from_secs(120);
-
-/// The fleet root's URL, and the bucket every database lives in. Nothing
-/// leaves the process: every node opens them on the simulated store.
-const ROOT_URL: &str = "s3://sim-root/fleet";
-const DATA_BUCKET: &str = "s3://sim-data";
 
 /// One simulated run.
 #[derive(Debug, Clone)]
@@ -48,6 +36,10 @@ pub struct SimOptions {
     pub nodes: usize,
     pub databases: usize,
     pub faults: FaultMix,
+    /// One application writer per database (SlateDB's data, the writers'
+    /// invariants); without them databases stay empty and only ownership
+    /// is judged, about 50 times faster.
+    pub writers: bool,
     /// Keep every trace event for printing, not only the last ones.
     pub trace: bool,
     pub planted: Vec<Planted>,
@@ -63,6 +55,7 @@ impl SimOptions {
             nodes: 3,
             databases: 10,
             faults: FaultMix::all(),
+            writers: true,
             trace: false,
             planted: Vec::new(),
         }
@@ -121,11 +114,17 @@ pub fn run(options: &SimOptions) -> SimReport {
     } else {
         Trace::default()
     });
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .expect("a current-thread runtime");
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_all().start_paused(true);
+    // tokio draws from its runtime's generator to pick an unbiased
+    // `select!`'s first branch and a `watch` receiver's wake-up slot
+    // (SlateDB uses both): seeded, the run replays. Without the flag
+    // (.cargo/config.toml) runs differ and `--replay` says so.
+    #[cfg(tokio_unstable)]
+    builder.rng_seed(tokio::runtime::RngSeed::from_bytes(
+        &options.seed.to_le_bytes(),
+    ));
+    let runtime = builder.build().expect("a current-thread runtime");
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
         runtime.block_on(simulate(options, trace.clone()))
     }));
@@ -156,140 +155,6 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "(not a string)".to_string())
 }
 
-/// One simulated node: what survives its crashes (id, clock) and what
-/// does not (its task, pause and probes).
-struct SimNode {
-    id: String,
-    skew: Arc<Skew>,
-    run: Option<NodeRun>,
-}
-
-struct NodeRun {
-    handle: JoinHandle<Result<(), crate::Error>>,
-    shutdown: CancellationToken,
-    pause: Arc<PauseGate>,
-    probes: Arc<NodeProbes>,
-}
-
-struct World {
-    clock: SimClock,
-    store: Arc<SimStore>,
-    trace: Arc<Trace>,
-    chaos: Chaos,
-    seed: u64,
-    /// Node starts so far: each gets its own draws.
-    starts: u64,
-    /// The checker's root: no faults, no pause.
-    root: FleetRoot,
-    /// Registered databases by index, with their registry files.
-    databases: BTreeMap<usize, String>,
-    next_database: usize,
-    /// Whether the config now limits databases to GC and coordinator.
-    narrowed: bool,
-}
-
-impl World {
-    fn note(&self, event: impl AsRef<str>) {
-        self.trace
-            .record(self.clock.millis(), format!("sim {}", event.as_ref()));
-    }
-
-    fn draw(&mut self, below: u64) -> u64 {
-        self.chaos.draw() % below.max(1)
-    }
-
-    async fn write_config(&self) {
-        let services = if self.narrowed {
-            "services = [\"gc\", \"compactor-coordinator\"]\n"
-        } else {
-            ""
-        };
-        // The simulated stores are trusted: their checks run (and prove
-        // the in-memory store's conditional writes) but the check's clock
-        // probe reads the machine's clock, not the simulation's.
-        let text = format!(
-            "[stores.trusted]\n\"s3://sim-root\" = \"simulated\"\n\"{DATA_BUCKET}\" = \
-             \"simulated\"\n\n[database]\n{services}"
-        );
-        let path = self.root.path(crate::fleet::root::CONFIG_FILE);
-        self.root
-            .store()
-            .put(&path, PutPayload::from(text.into_bytes()))
-            .await
-            .expect("the checker's writes never fail");
-    }
-
-    async fn register(&mut self, index: usize) {
-        let url = database_url(index);
-        let registered = self
-            .root
-            .register(&url)
-            .await
-            .expect("the checker's writes never fail");
-        self.databases.insert(index, registered.file);
-        self.note(format!("register {url}"));
-    }
-
-    async fn remove(&mut self, index: usize) {
-        let file = self
-            .databases
-            .remove(&index)
-            .expect("a registered database");
-        self.root
-            .store()
-            .delete(&self.root.path(&file))
-            .await
-            .expect("the checker's writes never fail");
-        self.note(format!("remove {}", database_url(index)));
-    }
-
-    fn start(&mut self, node: &mut SimNode) {
-        self.starts += 1;
-        let pause = Arc::new(PauseGate::default());
-        let seed = self.seed ^ self.starts.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let store: Arc<dyn ObjectStore> = Arc::new(NodeStore::for_node(
-            &self.store,
-            &node.id,
-            seed,
-            pause.clone(),
-        ));
-        let root = FleetRoot::from_parts(
-            ROOT_URL.to_string(),
-            store.clone(),
-            Path::from("sim-root/fleet"),
-        );
-        let opener: DatabaseOpener = Arc::new(move |url: &str| {
-            let canonical = canonicalize_database_url(url)?;
-            let path = Path::from(canonical.trim_start_matches("s3://"));
-            let seed = seed ^ fnv1a(canonical.as_bytes());
-            Ok(DatabaseHandle::seeded(canonical, store.clone(), path, seed))
-        });
-        let probes = Arc::new(NodeProbes::default());
-        let options = NodeOptions::new(node.id.clone())
-            .with_event_receiver(false)
-            .with_max_mirror_jobs(1)
-            .with_shutdown_grace(Duration::from_secs(5))
-            .with_clock(self.clock.skewed(node.skew.clone()))
-            .with_telemetry(Arc::new(Metrics::default()), probes.clone())
-            .with_database_opener(opener);
-        let shutdown = CancellationToken::new();
-        let fleet = Fleet::from_root(root);
-        let token = shutdown.clone();
-        let handle = tokio::spawn(async move { fleet.run_node(options, token).await });
-        node.run = Some(NodeRun {
-            handle,
-            shutdown,
-            pause,
-            probes,
-        });
-        self.note(format!("start {}", node.id));
-    }
-}
-
-fn database_url(index: usize) -> String {
-    format!("{DATA_BUCKET}/db{index:03}")
-}
-
 async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
     let clock = SimClock::start();
     let store = SimStore::new(clock.clone(), trace.clone());
@@ -306,10 +171,12 @@ async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
         databases: BTreeMap::new(),
         next_database: options.databases,
         narrowed: false,
+        apps: BTreeMap::new(),
+        writers: options.writers,
     };
     world.note(format!(
-        "seed {} nodes {} databases {} faults {}",
-        options.seed, options.nodes, options.databases, options.faults
+        "seed {} nodes {} databases {} faults {} writers {}",
+        options.seed, options.nodes, options.databases, options.faults, options.writers
     ));
     world.write_config().await;
     for index in 0..options.databases {
@@ -369,6 +236,29 @@ async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
         }
         tokio::time::sleep(Duration::from_secs(20)).await;
     }
+    // Every acknowledged write reads back, by a fresh reader too.
+    let apps: Vec<usize> = world.apps.keys().copied().collect();
+    for index in apps {
+        let seed = world.seed ^ index as u64;
+        let (store, clock) = (world.store.clone(), world.clock.clone());
+        let app = world.apps.get_mut(&index).expect("an app");
+        let found = app.finish(&store, &clock, seed).await;
+        let acknowledged = app.acknowledged();
+        world.note(format!(
+            "app {} acknowledged {acknowledged}",
+            database_url(index)
+        ));
+        for violation in &found {
+            world.note(format!("violation {violation}"));
+        }
+        violations.extend(found);
+    }
+    // Every manifest written, judged by its epochs.
+    let found = check::epochs(&world.store.manifests()).await;
+    for violation in &found {
+        world.note(format!("violation {violation}"));
+    }
+    violations.extend(found);
     for node in nodes.iter_mut() {
         if let Some(run) = node.run.take() {
             run.shutdown.cancel();
@@ -426,67 +316,6 @@ async fn reap_panics(world: &mut World, nodes: &mut [SimNode]) -> Vec<Violation>
         }
     }
     found
-}
-
-/// Injects one fault of the mix, chosen by the seed.
-async fn inject(world: &mut World, nodes: &mut [SimNode], mix: &FaultMix) {
-    let faults: Vec<Fault> = mix.0.iter().copied().collect();
-    let fault = faults[world.draw(faults.len() as u64) as usize];
-    let which = world.draw(nodes.len() as u64) as usize;
-    match fault {
-        Fault::Crash => match nodes[which].run.take() {
-            Some(run) => {
-                run.handle.abort();
-                let _ = run.handle.await;
-                world.note(format!("crash {}", nodes[which].id));
-            }
-            None => world.start(&mut nodes[which]),
-        },
-        Fault::Pause => {
-            if let Some(run) = &nodes[which].run {
-                let paused = run.pause.is_paused();
-                if paused {
-                    run.pause.resume();
-                } else {
-                    run.pause.pause();
-                }
-                let verb = if paused { "resume" } else { "pause" };
-                world.note(format!("{verb} {}", nodes[which].id));
-            }
-        }
-        Fault::Errors | Fault::LostReplies | Fault::Slow => {
-            let mut levels = FaultLevels::default();
-            match fault {
-                Fault::Errors => levels.error_per_mille = 20 + world.draw(180),
-                Fault::LostReplies => levels.lost_per_mille = 10 + world.draw(90),
-                _ => levels.max_latency_ms = 200 + world.draw(4_800),
-            }
-            world.store.set_levels(levels);
-            world.note(format!("levels {levels:?}"));
-        }
-        Fault::Skew => {
-            // Within the store check's default bound, ahead or behind.
-            let millis = world.draw(8_000) as i64 - 4_000;
-            nodes[which].skew.set(millis);
-            world.note(format!("skew {} {millis:+} ms", nodes[which].id));
-        }
-        Fault::Config => {
-            world.narrowed = !world.narrowed;
-            world.write_config().await;
-            world.note(format!("config narrowed={}", world.narrowed));
-        }
-        Fault::Registry => {
-            if world.draw(2) == 0 && world.databases.len() > 1 {
-                let present: Vec<usize> = world.databases.keys().copied().collect();
-                let index = present[world.draw(present.len() as u64) as usize];
-                world.remove(index).await;
-            } else {
-                let index = world.next_database;
-                world.next_database += 1;
-                world.register(index).await;
-            }
-        }
-    }
 }
 
 #[cfg(test)]

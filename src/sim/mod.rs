@@ -1,32 +1,41 @@
 //! Deterministic simulation of a fleet: real nodes, one process, one seed.
 //!
 //! `run` starts a fleet of real nodes (`daemon::run_node`: heartbeats,
-//! config polls, ownership, store trust, supervisors) on a single-threaded
-//! tokio runtime with paused time, over one in-memory store. Only what
-//! must be is replaced: the clocks (`clock`: virtual, each node skewed its
-//! own way), randomness (one seed, drawn from in order), the store
-//! (`store`: object_store's in-memory store behind a fault layer) and
-//! process boundaries (a crash drops a node's tasks and memory; a restart
-//! is a new node with the same id). The fault mix (`FaultMix`) crashes,
-//! restarts and pauses nodes, fails, slows and loses replies to requests,
-//! skews and jumps clocks, changes the fleet's config and registers and
-//! removes databases while the fleet runs. After the faults stop, `check`
-//! judges the invariants. Every store request and every fault goes into
+//! config polls, ownership, store trust, supervisors, and SlateDB's GC,
+//! coordinator and compaction workers for the databases each owns) and
+//! one application writer per database (`app`: some detached, some on
+//! SlateDB's defaults), on a single-threaded tokio runtime with paused
+//! time and a seeded generator, over one in-memory store. Only what must
+//! be is replaced: the clocks (`clock`: virtual, each node skewed its own
+//! way; SlateDB's fixed at the skew its process opened with), randomness
+//! (one seed, drawn from in order; SlateDB's components get seeds derived
+//! from it through `DatabaseHandle::replaying`), the store (`store`:
+//! object_store's in-memory store behind a fault layer) and process
+//! boundaries (a crash drops a node's tasks and memory and leaves the
+//! requests of SlateDB's tasks, which outlive an abort, waiting for good;
+//! a restart is a new node with the same id). The fault mix (`FaultMix`)
+//! crashes, restarts and pauses nodes, crashes writers, fails, slows and
+//! loses replies to requests, skews and jumps clocks, changes the fleet's
+//! config and registers and removes databases while the fleet runs. After
+//! the faults stop, `check` judges the invariants: ownership, every
+//! acknowledged write, writers on SlateDB's defaults never fenced, and
+//! every manifest's epochs. Every store request and every fault goes into
 //! the run's `trace`, whose hash is the same for the same seed.
 //!
-//! What this first step does not simulate yet: SlateDB itself (databases
-//! are registered but hold no data, so services back off as on an empty
-//! database), application writers, mirrors and GC's pins; see
+//! Not simulated yet: mirrors (their restore points and pins); see
 //! docs/reliability.md, "Deterministic simulation".
 //!
 //! May import: every layer; nothing imports it but tests, benches and
 //! `scripts/simulate`.
 
+mod app;
 mod check;
 mod clock;
 mod fleet;
+mod inject;
 mod store;
 mod trace;
+mod world;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -59,10 +68,12 @@ pub enum Fault {
     Config,
     /// Databases are registered and removed.
     Registry,
+    /// An application writer's process dies; the application reopens.
+    WriterCrash,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 8] = [
+    pub const ALL: [Fault; 9] = [
         Fault::Crash,
         Fault::Pause,
         Fault::Errors,
@@ -71,6 +82,7 @@ impl Fault {
         Fault::Skew,
         Fault::Config,
         Fault::Registry,
+        Fault::WriterCrash,
     ];
 
     /// The name `--faults` takes.
@@ -84,6 +96,7 @@ impl Fault {
             Fault::Skew => "skew",
             Fault::Config => "config",
             Fault::Registry => "registry",
+            Fault::WriterCrash => "writer-crash",
         }
     }
 }

@@ -53,6 +53,20 @@ pub struct SimStore {
     levels: Mutex<FaultLevels>,
     /// When each object was last written, on the store's clock.
     written: Mutex<BTreeMap<String, chrono::DateTime<chrono::Utc>>>,
+    /// Every manifest version written, in order, with who wrote it: the
+    /// compactor-epoch invariant reads them at the end (GC may have
+    /// deleted them from the store by then).
+    manifests: Mutex<Vec<ManifestWrite>>,
+}
+
+/// One manifest version as written.
+#[derive(Debug, Clone)]
+pub struct ManifestWrite {
+    pub location: Path,
+    /// The store view that wrote it: a node's id, or the application's
+    /// writer (`app <url>#<open>`).
+    pub author: String,
+    pub bytes: Bytes,
 }
 
 impl SimStore {
@@ -63,6 +77,7 @@ impl SimStore {
             trace,
             levels: Mutex::new(FaultLevels::default()),
             written: Mutex::new(BTreeMap::new()),
+            manifests: Mutex::new(Vec::new()),
         })
     }
 
@@ -78,6 +93,11 @@ impl SimStore {
     /// pause, traced as `name`.
     pub fn view(self: &Arc<Self>, name: &str) -> NodeStore {
         NodeStore::new(self.clone(), name, 0, None)
+    }
+
+    /// Every manifest version written so far, in order.
+    pub fn manifests(&self) -> Vec<ManifestWrite> {
+        self.manifests.lock().expect("manifests lock").clone()
     }
 
     fn stamp(&self, location: &Path) {
@@ -282,6 +302,16 @@ fn kind(error: &object_store::Error) -> &'static str {
     }
 }
 
+/// Whether `location` is a SlateDB manifest version
+/// (`<db>/manifest/<id>.manifest`).
+fn is_manifest(location: &Path) -> bool {
+    let mut parts = location.parts().collect::<Vec<_>>().into_iter().rev();
+    let (Some(file), Some(dir)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    dir.as_ref() == "manifest" && file.as_ref().ends_with(".manifest")
+}
+
 fn injected(what: &str) -> object_store::Error {
     object_store::Error::Generic {
         store: "SimStore",
@@ -305,9 +335,21 @@ impl ObjectStore for NodeStore {
     ) -> Result<PutResult> {
         let what = location.to_string();
         let lost = self.before("put", &what).await?;
+        let manifest = is_manifest(location).then(|| Bytes::from(payload.clone()));
         let result = self.store.inner.put_opts(location, payload, opts).await;
         if result.is_ok() {
             self.store.stamp(location);
+            if let Some(bytes) = manifest {
+                self.store
+                    .manifests
+                    .lock()
+                    .expect("manifests lock")
+                    .push(ManifestWrite {
+                        location: location.clone(),
+                        author: self.node.clone(),
+                        bytes,
+                    });
+            }
         }
         self.reply("put", &what, lost, result)
     }

@@ -205,7 +205,8 @@ impl Node {
             .await;
         let wakes = WakeSignals::new(root.clone(), options.node_id.clone());
         Ok(Node {
-            records: EpochRecords::new(root.clone(), options.node_id.clone()),
+            records: EpochRecords::new(root.clone(), options.node_id.clone())
+                .with_clock(options.clock.clone()),
             events: EventSource::new(
                 root.clone(),
                 options.node_id.clone(),

@@ -167,9 +167,6 @@ fn backed_off(last: Duration, settings: &IdleSettings) -> Duration {
 /// Idle looks wait for the next point of this grid (see [`on_grid`]).
 pub const LOOK_GRID: Duration = Duration::from_millis(250);
 
-/// Where the node's look grid starts: its first idle look.
-static LOOK_GRID_ORIGIN: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
-
 /// `at`, put off to the next point of a `grid` laid from `origin` (at
 /// most one step later): looks that fall due within one step fire
 /// together, so a node over thousands of idle databases wakes once for
@@ -203,6 +200,10 @@ pub struct Signals<'a> {
     /// may collect a version between two looks that far apart, which
     /// would leave the HEAD of the next one nothing to find.
     pub flow: Option<&'a flow::EventFlow>,
+    /// Where the node's look grid starts (its start), so every database's
+    /// looks share one grid; without it, each look's own time. Held by
+    /// the node, not the process: simulated nodes share a process.
+    pub grid_origin: Option<tokio::time::Instant>,
 }
 
 /// `settings` while events flow with `safety` as their safety interval:
@@ -302,8 +303,8 @@ where
             watch.set_list_always_beyond(now_settings.probe_max > settings.probe_max);
             let wait = watch.due_in().map_or(interval, |due| due.min(interval));
             let wait = follow_up.map_or(wait, |soon| soon.min(wait));
-            let origin = *LOOK_GRID_ORIGIN.get_or_init(tokio::time::Instant::now);
-            let due = on_grid(tokio::time::Instant::now() + wait, origin, LOOK_GRID);
+            let now = tokio::time::Instant::now();
+            let due = on_grid(now + wait, signals.grid_origin.unwrap_or(now), LOOK_GRID);
             let mut nudged = false;
             tokio::select! {
                 biased;

@@ -109,7 +109,7 @@ impl VersionWatch {
     /// expires (GC only).
     pub fn due_in(&self) -> Option<std::time::Duration> {
         let at = self.next_expiry?;
-        Some((at - Utc::now()).to_std().unwrap_or_default())
+        Some((at - self.db.now()).to_std().unwrap_or_default())
     }
 
     /// GC's first look at a database: whether its newest manifest was
@@ -139,9 +139,11 @@ impl VersionWatch {
                 return false;
             }
         }
-        let settled = self
-            .newest_written
-            .is_some_and(|at| (Utc::now() - at).to_std().is_ok_and(|quiet| quiet >= age));
+        let settled = self.newest_written.is_some_and(|at| {
+            (self.db.now() - at)
+                .to_std()
+                .is_ok_and(|quiet| quiet >= age)
+        });
         if settled && self.look_for_gc(true).await == Look::Activity {
             self.unreported_move = false;
             return true;
@@ -202,13 +204,13 @@ impl VersionWatch {
 
     /// GC has work after a change, and once a checkpoint has expired.
     async fn look_for_gc(&mut self, moved: bool) -> Look {
-        let expired = self.next_expiry.is_some_and(|at| at <= Utc::now());
+        let expired = self.next_expiry.is_some_and(|at| at <= self.db.now());
         if !moved && !expired {
             return Look::Quiet;
         }
         match self.latest_manifest().await {
             Ok(latest) => {
-                let now = Utc::now();
+                let now = self.db.now();
                 self.next_expiry = latest
                     .iter()
                     .flat_map(|m| m.checkpoints())

@@ -267,7 +267,7 @@ pub async fn look(
         l0_ssts: state.l0_ssts,
         fleet_took_epoch,
         last_compactions_write: state.last_compactions_write,
-        now: Utc::now(),
+        now: records.now(),
     };
     let verdict = judge(&seen, earlier.as_ref(), limits);
     if let Verdict::Outside(sighting) = &verdict

@@ -24,7 +24,7 @@
 //! [`super::handover`]). sleet 0.1.0 nodes never read this directory;
 //! earlier 0.2 nodes skip names they do not know.
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
@@ -33,6 +33,7 @@ use tracing::{info, warn};
 use super::Sighting;
 use crate::fleet::root::FleetRoot;
 use crate::model::registry::encoded_name;
+use crate::plugin::hook::{Clock, system_clock};
 
 /// The directory of per-database compactor records.
 pub const RECORDS_DIR: &str = "compactors";
@@ -65,13 +66,25 @@ struct RecordBody {
 }
 
 /// The fleet's compactor records for every database under one root.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EpochRecords {
     root: FleetRoot,
     node_id: String,
+    /// The node's wall clock: what records are stamped and heartbeats
+    /// judged by.
+    clock: Clock,
     /// How long a coordinator waits for the node holding the epoch to
     /// hand it over (zero: no wait), and how often it looks meanwhile.
     handover: HandoverLimits,
+}
+
+impl std::fmt::Debug for EpochRecords {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EpochRecords")
+            .field("node_id", &self.node_id)
+            .field("handover", &self.handover)
+            .finish_non_exhaustive()
+    }
 }
 
 /// See [`super::handover`].
@@ -100,8 +113,20 @@ impl EpochRecords {
         EpochRecords {
             root,
             node_id: node_id.into(),
+            clock: system_clock(),
             handover: HandoverLimits::default(),
         }
+    }
+
+    /// These records, stamped and judged by `clock` (the node's).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The node's wall time.
+    pub fn now(&self) -> DateTime<Utc> {
+        (self.clock)()
     }
 
     /// These records, with coordinators that wait up to `limits` for a
@@ -243,7 +268,7 @@ impl EpochRecords {
     ) -> Result<bool, RecordError> {
         let listed = self.list(crate::fleet::root::NODES_DIR).await?;
         let heartbeats = crate::fleet::root::heartbeats_in(listed);
-        let view = crate::fleet::root::node_view(&heartbeats, Utc::now(), timeout);
+        let view = crate::fleet::root::node_view(&heartbeats, self.now(), timeout);
         Ok(view.get(node).is_some_and(|sighting| sighting.live))
     }
 
@@ -314,7 +339,7 @@ impl EpochRecords {
     async fn create(&self, file: &str) -> Result<(), RecordError> {
         let body = RecordBody {
             node_id: self.node_id.clone(),
-            at: Utc::now(),
+            at: self.now(),
             sleet_version: crate::model::version::SLEET_VERSION.to_string(),
         };
         let bytes = serde_json::to_vec(&body).expect("records serialize");

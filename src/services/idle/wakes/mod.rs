@@ -198,6 +198,7 @@ struct Inner {
     /// marker a gap, not one per flush.
     event_markers: Mutex<HashMap<String, (Instant, bool)>>,
     flow: EventFlow,
+    grid_origin: Instant,
 }
 
 /// The services of one database on this node, each with its id.
@@ -252,6 +253,7 @@ impl WakeSignals {
                 last_tick: Mutex::new((BTreeSet::new(), Duration::ZERO)),
                 event_markers: Mutex::new(HashMap::new()),
                 flow: EventFlow::default(),
+                grid_origin: Instant::now(),
             }),
         }
     }
@@ -259,6 +261,12 @@ impl WakeSignals {
     /// Whether the store's events reach this node.
     pub fn flow(&self) -> &EventFlow {
         &self.inner.flow
+    }
+
+    /// Where the node's idle looks lay their grid from (see
+    /// [`super::on_grid`]): when the node started.
+    pub fn grid_origin(&self) -> Instant {
+        self.inner.grid_origin
     }
 
     /// Listens for wakes of `database` as its `role` (a service does,

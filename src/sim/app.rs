@@ -1,0 +1,461 @@
+//! The application: one SlateDB writer per database, writing as a user's
+//! service would, and the ledger of what it was told.
+//!
+//! A writer puts a key every 1-3 s of simulated time and waits for SlateDB
+//! to say it is durable (`put`, then the handle's `await_durable`: SlateDB
+//! 0.18's `put` alone returns once the write is in memory). A
+//! write acknowledged goes into the ledger with its value; a write that
+//! failed or timed out leaves its key uncertain (either value may be read,
+//! so it is never checked again). The ledger is the truth the invariants
+//! hold the store to: the writer reads acknowledged keys back as it runs
+//! and after every reopen, and a fresh `DbReader` reads every one at the
+//! end (`acknowledged-write-lost`).
+//!
+//! Writers come in SlateDB's two shapes. A detached writer runs no
+//! compactor and no collector: the fleet compacts for it. A writer on
+//! SlateDB's defaults runs its own compactor and collector, which the fleet
+//! must never fence (`default-writer-fenced`): once it has opened, no
+//! compactor epoch may be taken over it while it stays open. Both flush
+//! small L0 files, so compactions and compactor handovers happen within
+//! minutes.
+//!
+//! A writer's crash (the `writer-crash` fault) stops its requests for good
+//! (its store view stays paused, as a dead process's requests never come)
+//! and the application reopens the database, fencing the old writer as a
+//! restarted process would.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use object_store::ObjectStore;
+use object_store::path::Path;
+use slatedb::admin::AdminBuilder;
+use slatedb::config::Settings;
+use slatedb::{Db, DbReader, ErrorKind};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::check::{DEFAULT_WRITER_FENCED, Violation, WRITE_LOST};
+use super::clock::SimClock;
+use super::store::{NodeStore, PauseGate, SimStore};
+use super::trace::Trace;
+use crate::model::planted::{Planted, planted};
+use crate::testing::Chaos;
+
+/// How a database's writer is set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriterKind {
+    /// No compactor or collector of its own: the fleet compacts.
+    Detached,
+    /// SlateDB's defaults: its own compactor and collector.
+    Defaults,
+}
+
+impl WriterKind {
+    fn name(self) -> &'static str {
+        match self {
+            WriterKind::Detached => "detached",
+            WriterKind::Defaults => "defaults",
+        }
+    }
+}
+
+/// The longest a write may wait for durability before the application
+/// gives up on it (its key then becomes uncertain).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Keys per database: new writes take new keys, then overwrite old ones.
+const KEYS: u64 = 400;
+
+/// What the application was told, and what it found wrong.
+#[derive(Debug, Default)]
+struct Ledger {
+    /// Keys whose last write was acknowledged durable, with its value.
+    acked: BTreeMap<String, Bytes>,
+    /// Keys whose last write failed or timed out: never checked again.
+    uncertain: BTreeSet<String>,
+    violations: Vec<Violation>,
+}
+
+impl Ledger {
+    fn expected(&self, key: &str) -> Option<&Bytes> {
+        if self.uncertain.contains(key) {
+            return None;
+        }
+        self.acked.get(key)
+    }
+}
+
+/// One database's application: its writer task and ledger.
+pub struct App {
+    pub url: String,
+    path: Path,
+    ledger: Arc<Mutex<Ledger>>,
+    crash: Arc<Notify>,
+    stop: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+/// What a writer task needs, shared by its every open.
+struct Writer {
+    url: String,
+    path: Path,
+    kind: WriterKind,
+    store: Arc<SimStore>,
+    clock: SimClock,
+    trace: Arc<Trace>,
+    chaos: Chaos,
+    seed: u64,
+    opens: u64,
+    ledger: Arc<Mutex<Ledger>>,
+    crash: Arc<Notify>,
+}
+
+impl App {
+    /// Starts the application of the database at `url` (store path `path`),
+    /// which creates it on its first open.
+    pub fn start(
+        url: String,
+        path: Path,
+        kind: WriterKind,
+        store: &Arc<SimStore>,
+        clock: &SimClock,
+        trace: &Arc<Trace>,
+        seed: u64,
+    ) -> App {
+        let ledger = Arc::new(Mutex::new(Ledger::default()));
+        let crash = Arc::new(Notify::new());
+        let stop = CancellationToken::new();
+        let writer = Writer {
+            url: url.clone(),
+            path: path.clone(),
+            kind,
+            store: store.clone(),
+            clock: clock.clone(),
+            trace: trace.clone(),
+            chaos: Chaos::with_seed(seed),
+            seed,
+            opens: 0,
+            ledger: ledger.clone(),
+            crash: crash.clone(),
+        };
+        let token = stop.clone();
+        let task = tokio::spawn(writer.run(token));
+        App {
+            url,
+            path,
+            ledger,
+            crash,
+            stop,
+            task: Some(task),
+        }
+    }
+
+    /// The writer's process dies; the application reopens the database.
+    pub fn crash(&self) {
+        self.crash.notify_one();
+    }
+
+    /// Acknowledged writes so far.
+    pub fn acknowledged(&self) -> usize {
+        self.ledger.lock().expect("ledger lock").acked.len()
+    }
+
+    /// Closes the writer, then reads every acknowledged key with a fresh
+    /// reader: the violations the application found as it ran and now.
+    pub async fn finish(
+        &mut self,
+        store: &Arc<SimStore>,
+        clock: &SimClock,
+        seed: u64,
+    ) -> Vec<Violation> {
+        self.stop.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(120), task).await;
+        }
+        let reader_store: Arc<dyn ObjectStore> =
+            Arc::new(store.view(&format!("reader {}", self.url)));
+        let opened = DbReader::builder(self.path.clone(), reader_store)
+            .with_seed(seed)
+            .with_system_clock(clock.slatedb(0))
+            .build()
+            .await;
+        let (mut violations, expected) = {
+            let mut ledger = self.ledger.lock().expect("ledger lock");
+            let violations = std::mem::take(&mut ledger.violations);
+            let expected: Vec<(String, Bytes)> = ledger
+                .acked
+                .keys()
+                .filter_map(|k| ledger.expected(k).map(|v| (k.clone(), v.clone())))
+                .collect();
+            (violations, expected)
+        };
+        if expected.is_empty() {
+            return violations;
+        }
+        let reader = match opened {
+            Ok(reader) => reader,
+            Err(e) => {
+                violations.push(Violation {
+                    name: WRITE_LOST,
+                    detail: format!(
+                        "a fresh reader of {} could not open it ({} acknowledged keys unread): {e}",
+                        self.url,
+                        expected.len()
+                    ),
+                });
+                return violations;
+            }
+        };
+        for (key, value) in expected {
+            let read = reader.get(key.as_bytes()).await;
+            if let Some(found) = lost(&key, &value, read) {
+                violations.push(Violation {
+                    name: WRITE_LOST,
+                    detail: format!("a fresh reader of {}: {found}", self.url),
+                });
+                break;
+            }
+        }
+        let _ = reader.close().await;
+        violations
+    }
+}
+
+/// Why a read of `key` does not show the acknowledged `value`, if it does not.
+fn lost(key: &str, value: &Bytes, read: Result<Option<Bytes>, slatedb::Error>) -> Option<String> {
+    match read {
+        Ok(Some(found)) if found == *value => None,
+        Ok(Some(found)) => Some(format!(
+            "{key} reads {:?} where {:?} was acknowledged durable",
+            String::from_utf8_lossy(&found),
+            String::from_utf8_lossy(value)
+        )),
+        Ok(None) => Some(format!(
+            "{key} is missing; {:?} was acknowledged durable",
+            String::from_utf8_lossy(value)
+        )),
+        Err(e) => Some(format!("{key} cannot be read: {e}")),
+    }
+}
+
+impl Writer {
+    fn note(&self, event: impl AsRef<str>) {
+        self.trace.record(
+            self.clock.millis(),
+            format!("app {} {}", self.url, event.as_ref()),
+        );
+    }
+
+    fn violate(&self, name: &'static str, detail: String) {
+        self.note(format!("violation {name}: {detail}"));
+        self.ledger
+            .lock()
+            .expect("ledger lock")
+            .violations
+            .push(Violation { name, detail });
+    }
+
+    fn draw(&mut self, below: u64) -> u64 {
+        self.chaos.draw() % below.max(1)
+    }
+
+    fn settings(&self) -> Settings {
+        let mut settings = Settings {
+            // Small L0 files, so a few minutes of writes compact.
+            l0_sst_size_bytes: 4 * 1024,
+            ..Settings::default()
+        };
+        if self.kind == WriterKind::Detached {
+            settings.compactor_options = None;
+            settings.garbage_collector_options = None;
+        }
+        settings
+    }
+
+    /// Opens the database with a new writer (fencing any before it) on a
+    /// store view of its own, which a crash pauses for good.
+    async fn open(&mut self) -> Result<(Db, Arc<PauseGate>), slatedb::Error> {
+        self.opens += 1;
+        let gate = Arc::new(PauseGate::default());
+        let seed = self.seed ^ self.opens.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let name = format!("app {}#{}", self.url, self.opens);
+        let store: Arc<dyn ObjectStore> =
+            Arc::new(NodeStore::for_node(&self.store, &name, seed, gate.clone()));
+        let db = Db::builder(self.path.clone(), store)
+            .with_settings(self.settings())
+            .with_seed(seed)
+            .with_system_clock(self.clock.slatedb(0))
+            .build()
+            .await?;
+        Ok((db, gate))
+    }
+
+    /// The compactor epoch in the database's manifest, as the checker
+    /// reads it (no faults).
+    async fn compactor_epoch(&self) -> Option<u64> {
+        let view: Arc<dyn ObjectStore> = Arc::new(self.store.view("checker"));
+        let admin = AdminBuilder::new(self.path.clone(), view)
+            .with_seed(self.seed)
+            .with_system_clock(self.clock.slatedb(0))
+            .build();
+        match admin.read_manifest(None).await {
+            Ok(Some(manifest)) => Some(manifest.compactor_epoch()),
+            _ => None,
+        }
+    }
+
+    /// Reads every certain acknowledged key through `db`.
+    async fn read_back(&self, db: &Db, when: &str) -> bool {
+        let expected: Vec<(String, Bytes)> = {
+            let ledger = self.ledger.lock().expect("ledger lock");
+            ledger
+                .acked
+                .keys()
+                .filter_map(|k| ledger.expected(k).map(|v| (k.clone(), v.clone())))
+                .collect()
+        };
+        for (key, value) in expected {
+            let read = tokio::time::timeout(WRITE_TIMEOUT, db.get(key.as_bytes())).await;
+            let Ok(read) = read else {
+                self.note(format!("read of {key} timed out {when}"));
+                return true;
+            };
+            if matches!(&read, Err(e) if matches!(e.kind(), ErrorKind::Closed(_) | ErrorKind::Unavailable))
+            {
+                return true;
+            }
+            if let Some(found) = lost(&key, &value, read) {
+                self.violate(
+                    WRITE_LOST,
+                    format!("the writer of {} {when}: {found}", self.url),
+                );
+                return false;
+            }
+        }
+        true
+    }
+
+    async fn run(mut self, token: CancellationToken) {
+        let mut written: u64 = 0;
+        'opens: loop {
+            let opened = tokio::select! {
+                biased;
+                _ = token.cancelled() => return,
+                opened = tokio::time::timeout(WRITE_TIMEOUT, self.open()) => opened,
+            };
+            let (db, gate) = match opened {
+                Ok(Ok(opened)) => opened,
+                Ok(Err(e)) => {
+                    self.note(format!("open failed: {e}"));
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    continue;
+                }
+                Err(_) => {
+                    self.note("open timed out");
+                    continue;
+                }
+            };
+            let held = match self.kind {
+                WriterKind::Defaults => self.compactor_epoch().await,
+                WriterKind::Detached => None,
+            };
+            self.note(format!(
+                "open #{} {} compactor epoch {held:?}",
+                self.opens,
+                self.kind.name()
+            ));
+            if !self
+                .read_back(&db, &format!("after open #{}", self.opens))
+                .await
+            {
+                return;
+            }
+            loop {
+                let wait = Duration::from_millis(1_000 + self.draw(2_000));
+                tokio::select! {
+                    biased;
+                    _ = token.cancelled() => {
+                        let _ = tokio::time::timeout(Duration::from_secs(60), db.close()).await;
+                        return;
+                    }
+                    _ = self.crash.notified() => {
+                        gate.pause();
+                        self.note(format!("crash #{}", self.opens));
+                        drop(db);
+                        tokio::time::sleep(Duration::from_millis(1_000 + self.draw(9_000))).await;
+                        continue 'opens;
+                    }
+                    _ = tokio::time::sleep(wait) => {}
+                }
+                written += 1;
+                let key = format!("k{:04}", written % KEYS);
+                let value = Bytes::from(format!("{key}={written}:{}", "v".repeat(64)));
+                // `put` returns once the write is in memory; the
+                // application is told it is durable only once SlateDB says
+                // so (SlateDB 0.18's `WriteHandle::await_durable`).
+                let durable = async {
+                    let handle = db.put(key.as_bytes(), &value).await?;
+                    if planted(Planted::WriterAcksBeforeDurable) {
+                        return Ok(());
+                    }
+                    handle.await_durable().await
+                };
+                let put = tokio::time::timeout(WRITE_TIMEOUT, durable).await;
+                let closed = {
+                    let mut ledger = self.ledger.lock().expect("ledger lock");
+                    match &put {
+                        Ok(Ok(_)) => {
+                            ledger.acked.insert(key.clone(), value.clone());
+                            None
+                        }
+                        Ok(Err(e)) => {
+                            ledger.uncertain.insert(key.clone());
+                            match e.kind() {
+                                ErrorKind::Closed(reason) => Some(reason),
+                                _ => None,
+                            }
+                        }
+                        Err(_) => {
+                            ledger.uncertain.insert(key.clone());
+                            None
+                        }
+                    }
+                };
+                match &put {
+                    Ok(Ok(_)) => self.note(format!("put {key} #{written} durable")),
+                    Ok(Err(e)) => self.note(format!("put {key} #{written} failed: {e}")),
+                    Err(_) => self.note(format!("put {key} #{written} timed out")),
+                }
+                let judge = closed.is_some() || written.is_multiple_of(10);
+                if judge && let Some(held) = held {
+                    let now = self.compactor_epoch().await;
+                    if let Some(now) = now.filter(|now| *now > held) {
+                        self.violate(
+                            DEFAULT_WRITER_FENCED,
+                            format!(
+                                "{}'s writer on SlateDB's defaults (open #{}) held compactor \
+                                 epoch {held} and something took epoch {now} over it while it \
+                                 was open",
+                                self.url, self.opens
+                            ),
+                        );
+                        return;
+                    }
+                }
+                if closed.is_some() {
+                    self.note(format!("closed ({closed:?}); reopening"));
+                    gate.pause();
+                    drop(db);
+                    continue 'opens;
+                }
+                if written.is_multiple_of(20) && !self.read_back(&db, "as it ran").await {
+                    return;
+                }
+            }
+        }
+    }
+}
