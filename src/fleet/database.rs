@@ -80,7 +80,14 @@ pub struct DatabaseHandle {
 pub struct Replay {
     pub seed: u64,
     pub clock: Arc<dyn SystemClock>,
+    /// The store each SlateDB service reaches the database through, by
+    /// the service's name (`gc`, `coordinator`, `workers`), so a run's
+    /// trace and checks can tell who wrote what; `None`: the handle's.
+    pub service_stores: Option<ServiceStores>,
 }
+
+/// See [`Replay::service_stores`].
+pub type ServiceStores = Arc<dyn Fn(&'static str) -> Arc<dyn ObjectStore> + Send + Sync>;
 
 impl std::fmt::Debug for DatabaseHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -210,6 +217,16 @@ impl DatabaseHandle {
         match &self.replay {
             Some(replay) => replay.clock.now(),
             None => chrono::Utc::now(),
+        }
+    }
+
+    /// The store SlateDB's `service` (`gc`, `coordinator`, `workers`)
+    /// reaches the database through: the handle's own, but for a
+    /// replaying handle that names each service's.
+    pub fn store_for(&self, service: &'static str) -> Arc<dyn ObjectStore> {
+        match self.replay.as_ref().and_then(|r| r.service_stores.as_ref()) {
+            Some(stores) => stores(service),
+            None => self.store.clone(),
         }
     }
 

@@ -39,7 +39,7 @@ pub(super) async fn run_coordinator(
     token: CancellationToken,
 ) -> Result<(), ServiceError> {
     let watch = ClaimWatch::forwarding(recorder);
-    let mut builder = CompactorBuilder::new(db.path().clone(), db.store().clone())
+    let mut builder = CompactorBuilder::new(db.path().clone(), db.store_for("coordinator"))
         .with_options(coordinator_options(c))
         .with_metrics_recorder(Arc::new(watch.clone()))
         .replaying(db);

@@ -20,7 +20,7 @@ pub(super) async fn run_gc(
     recorder: Arc<dyn MetricsRecorder>,
     token: CancellationToken,
 ) -> Result<(), slatedb::Error> {
-    let gc = GarbageCollectorBuilder::new(db.path().clone(), db.store().clone())
+    let gc = GarbageCollectorBuilder::new(db.path().clone(), db.store_for("gc"))
         .with_options(options)
         .with_metrics_recorder(recorder)
         .replaying(db)
@@ -35,7 +35,7 @@ pub(super) async fn sweep_once(
     options: GarbageCollectorOptions,
     recorder: Arc<dyn MetricsRecorder>,
 ) {
-    let gc = GarbageCollectorBuilder::new(db.path().clone(), db.store().clone())
+    let gc = GarbageCollectorBuilder::new(db.path().clone(), db.store_for("gc"))
         .with_options(options)
         .with_metrics_recorder(recorder)
         .replaying(db)

@@ -26,7 +26,7 @@ async fn run_worker(
     recorder: Arc<dyn MetricsRecorder>,
     token: CancellationToken,
 ) -> Result<(), slatedb::Error> {
-    let mut builder = CompactionWorkerBuilder::new(db.path().clone(), db.store().clone())
+    let mut builder = CompactionWorkerBuilder::new(db.path().clone(), db.store_for("workers"))
         .with_options(options)
         .with_metrics_recorder(recorder)
         .replaying(db);

@@ -228,11 +228,13 @@ pub const TWO_COMPACTORS: &str = "two-compactors-one-epoch";
 
 /// Judges every manifest version the run wrote, database by database, in
 /// version order: the compactor and writer epochs never go back (a fenced
-/// client writes nothing after), and the manifests written under one
-/// compactor epoch by fleet nodes come from one node, and from none if
-/// the epoch was taken by the application's own compactor. (A writer's
-/// flushes carry whatever compactor epoch holds, so the application's
-/// writes are judged only by the first rule.)
+/// client writes nothing after), and the manifests the fleet's
+/// coordinators wrote under one compactor epoch come from one node, and
+/// from none if the epoch was taken by the application's own compactor.
+/// (A writer's flushes and a collector's checkpoint removals carry
+/// whatever compactor epoch holds, so they are judged by the first rule
+/// only; a node's services write through views of their own, `n1/gc`,
+/// `n1/coordinator`.)
 pub async fn epochs(writes: &[ManifestWrite]) -> Vec<Violation> {
     let mut by_database: BTreeMap<String, Vec<&ManifestWrite>> = BTreeMap::new();
     for write in writes {
@@ -304,10 +306,14 @@ async fn decoded(database: &str, writes: &[&ManifestWrite]) -> Result<Vec<Versio
 }
 
 /// Whether `author` is the application (its writer and, on SlateDB's
-/// defaults, its compactor; its readers, whose checkpoints are manifest
-/// writes) rather than a fleet node.
+/// defaults, its compactor), which may take compactor epochs.
 fn is_application(author: &str) -> bool {
-    author.starts_with("app ") || author.starts_with("reader ")
+    author.starts_with("app ")
+}
+
+/// Whether `author` is a fleet node's coordinator.
+fn is_fleet_compactor(author: &str) -> bool {
+    author.ends_with("/coordinator")
 }
 
 /// The epoch rules over one database's versions, in id order.
@@ -339,7 +345,7 @@ pub fn judge_epochs(database: &str, versions: &[Version]) -> Vec<Violation> {
         if claimed {
             taken_by.insert(version.compactor_epoch, version.author.as_str());
         }
-        if !is_application(&version.author) {
+        if is_fleet_compactor(&version.author) {
             node_authors
                 .entry(version.compactor_epoch)
                 .or_default()
@@ -388,29 +394,31 @@ mod tests {
         // after a handover; the writer's flushes carry either epoch.
         let fine = [
             version(1, app, 0, 1),
-            version(2, "n1", 1, 1),
+            version(2, "n1/coordinator", 1, 1),
             version(3, app, 1, 1),
-            version(4, "n2", 2, 1),
+            version(4, "n2/coordinator", 2, 1),
             version(5, app, 2, 1),
             version(6, "reader s3://sim-data/db000", 2, 1),
+            version(7, "n1/gc", 2, 1),
         ];
         assert!(judge_epochs("db", &fine).is_empty());
         // n1, fenced by n2, writes again under its old epoch.
         let mut went_back = fine.to_vec();
-        went_back.push(version(7, "n1", 1, 1));
+        went_back.push(version(8, "n1/coordinator", 1, 1));
         assert_eq!(names(&judge_epochs("db", &went_back)), [FENCED_WROTE]);
         // Two nodes both write under epoch 1.
         let two = [
             version(1, app, 0, 1),
-            version(2, "n1", 1, 1),
-            version(3, "n2", 1, 1),
+            version(2, "n1/coordinator", 1, 1),
+            version(3, "n2/coordinator", 1, 1),
         ];
         assert_eq!(names(&judge_epochs("db", &two)), [TWO_COMPACTORS]);
         // The writer's own compactor took epoch 1; a node writes under it.
         let over_app = [
             version(1, app, 0, 1),
             version(2, app, 1, 1),
-            version(3, "n1", 1, 1),
+            version(3, "n3/gc", 1, 1),
+            version(4, "n1/coordinator", 1, 1),
         ];
         assert_eq!(names(&judge_epochs("db", &over_app)), [TWO_COMPACTORS]);
         // A writer fenced by a newer writer writes again.

@@ -17,7 +17,7 @@ use super::store::{NodeStore, PauseGate, SimStore};
 use super::trace::Trace;
 use crate::Fleet;
 use crate::daemon::{DatabaseOpener, NodeOptions};
-use crate::fleet::database::{DatabaseHandle, Replay};
+use crate::fleet::database::{DatabaseHandle, Replay, ServiceStores};
 use crate::fleet::root::FleetRoot;
 use crate::model::placement::fnv1a;
 use crate::model::registry::canonicalize_database_url;
@@ -156,6 +156,28 @@ impl World {
             store.clone(),
             Path::from("sim-root/fleet"),
         );
+        // SlateDB's services reach the store each through a view of its
+        // own (`n1/gc`, ...), with the node's pause, so the trace and the
+        // epoch check can tell a coordinator's manifest writes from GC's.
+        let services: BTreeMap<&'static str, Arc<dyn ObjectStore>> =
+            ["gc", "coordinator", "workers"]
+                .into_iter()
+                .map(|service| {
+                    let view: Arc<dyn ObjectStore> = Arc::new(NodeStore::for_node(
+                        &self.store,
+                        &format!("{}/{service}", node.id),
+                        seed ^ fnv1a(service.as_bytes()),
+                        pause.clone(),
+                    ));
+                    (service, view)
+                })
+                .collect();
+        let service_stores: ServiceStores = Arc::new(move |service| {
+            services
+                .get(service)
+                .cloned()
+                .expect("a simulated service's store")
+        });
         let (clock, skew) = (self.clock.clone(), node.skew.clone());
         let opener: DatabaseOpener = Arc::new(move |url: &str| {
             let canonical = canonicalize_database_url(url)?;
@@ -165,6 +187,7 @@ impl World {
                 // Like SlateDB's own clock: the node's wall time when the
                 // database was opened, moved on monotonically.
                 clock: clock.slatedb(skew.millis()),
+                service_stores: Some(service_stores.clone()),
             };
             Ok(DatabaseHandle::replaying(
                 canonical,
