@@ -78,7 +78,7 @@ struct Control {
     within: u64,
 }
 
-/// Measured: dead-nodes-stay-live by seed 7, the next three by seed 2,
+/// Measured: dead-nodes-stay-live by seed 3, the next three by seed 1,
 /// outside-compactor-vet-skipped by seed 1, writer-acks-before-durable by
 /// seed 2 under writer crashes alone (about one run in seven finds it under
 /// every fault: the crash must fall between the early acknowledgement and
