@@ -86,6 +86,13 @@ pub struct Replay {
     pub service_stores: Option<ServiceStores>,
 }
 
+/// The seed of stream `stream` of a run seeded `seed` (a service's, a
+/// node start's, a writer's open), spread by SplitMix64's increment so
+/// neighbouring streams draw unrelated numbers.
+pub fn derived_seed(seed: u64, stream: u64) -> u64 {
+    seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
 /// See [`Replay::service_stores`].
 pub type ServiceStores = Arc<dyn Fn(&'static str) -> Arc<dyn ObjectStore> + Send + Sync>;
 

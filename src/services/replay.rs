@@ -4,7 +4,7 @@
 use object_store::path::Path;
 use slatedb::{CompactionWorkerBuilder, CompactorBuilder, GarbageCollectorBuilder};
 
-use crate::fleet::database::{DatabaseHandle, Replay};
+use crate::fleet::database::{DatabaseHandle, Replay, derived_seed};
 
 /// A SlateDB builder that takes a seed and a clock.
 pub(super) trait Replayable: Sized {
@@ -16,10 +16,7 @@ pub(super) trait Replayable: Sized {
     /// This builder with `db`'s seed and clock, if it has them.
     fn replaying(self, db: &DatabaseHandle) -> Self {
         match db.replay() {
-            Some(replay) => {
-                let seed = replay.seed ^ Self::STREAM.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                self.seed_and_clock(replay, seed)
-            }
+            Some(replay) => self.seed_and_clock(replay, derived_seed(replay.seed, Self::STREAM)),
             None => self,
         }
     }

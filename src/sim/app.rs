@@ -31,7 +31,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use object_store::ObjectStore;
 use object_store::path::Path;
-use slatedb::admin::AdminBuilder;
+use slatedb::admin::{Admin, AdminBuilder};
 use slatedb::config::Settings;
 use slatedb::{Db, DbReader, ErrorKind};
 use tokio::sync::Notify;
@@ -42,6 +42,7 @@ use super::check::{DEFAULT_WRITER_FENCED, Violation, WRITE_LOST};
 use super::clock::SimClock;
 use super::store::{NodeStore, PauseGate, SimStore};
 use super::trace::Trace;
+use crate::fleet::database::derived_seed;
 use crate::model::planted::{Planted, planted};
 use crate::testing::Chaos;
 
@@ -81,11 +82,14 @@ struct Ledger {
 }
 
 impl Ledger {
-    fn expected(&self, key: &str) -> Option<&Bytes> {
-        if self.uncertain.contains(key) {
-            return None;
-        }
-        self.acked.get(key)
+    /// The acknowledged keys `pick` keeps whose last write is certain,
+    /// with the values they must read.
+    fn certain(&self, pick: impl Fn(&str) -> bool) -> Vec<(String, Bytes)> {
+        self.acked
+            .iter()
+            .filter(|(key, _)| pick(key) && !self.uncertain.contains(*key))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect()
     }
 }
 
@@ -93,6 +97,9 @@ impl Ledger {
 pub struct App {
     pub url: String,
     path: Path,
+    store: Arc<SimStore>,
+    clock: SimClock,
+    seed: u64,
     ledger: Arc<Mutex<Ledger>>,
     crash: Arc<Notify>,
     stop: CancellationToken,
@@ -112,6 +119,9 @@ struct Writer {
     opens: u64,
     ledger: Arc<Mutex<Ledger>>,
     crash: Arc<Notify>,
+    /// Reads the manifest as the checker does (no faults), for the
+    /// compactor epoch a writer on SlateDB's defaults must keep.
+    checker: Admin,
 }
 
 impl App {
@@ -141,12 +151,19 @@ impl App {
             opens: 0,
             ledger: ledger.clone(),
             crash: crash.clone(),
+            checker: AdminBuilder::new(path.clone(), Arc::new(store.view("checker")))
+                .with_seed(seed)
+                .with_system_clock(clock.slatedb(0))
+                .build(),
         };
         let token = stop.clone();
         let task = tokio::spawn(writer.run(token));
         App {
             url,
             path,
+            store: store.clone(),
+            clock: clock.clone(),
+            seed,
             ledger,
             crash,
             stop,
@@ -166,32 +183,23 @@ impl App {
 
     /// Closes the writer, then reads every acknowledged key with a fresh
     /// reader: the violations the application found as it ran and now.
-    pub async fn finish(
-        &mut self,
-        store: &Arc<SimStore>,
-        clock: &SimClock,
-        seed: u64,
-    ) -> Vec<Violation> {
+    pub async fn finish(&mut self) -> Vec<Violation> {
         self.stop.cancel();
         if let Some(task) = self.task.take() {
             let _ = tokio::time::timeout(Duration::from_secs(120), task).await;
         }
         let reader_store: Arc<dyn ObjectStore> =
-            Arc::new(store.view(&format!("reader {}", self.url)));
+            Arc::new(self.store.view(&format!("reader {}", self.url)));
+        // Stream 0: a writer's opens take 1, 2, ...
         let opened = DbReader::builder(self.path.clone(), reader_store)
-            .with_seed(seed)
-            .with_system_clock(clock.slatedb(0))
+            .with_seed(derived_seed(self.seed, 0))
+            .with_system_clock(self.clock.slatedb(0))
             .build()
             .await;
         let (mut violations, expected) = {
             let mut ledger = self.ledger.lock().expect("ledger lock");
             let violations = std::mem::take(&mut ledger.violations);
-            let expected: Vec<(String, Bytes)> = ledger
-                .acked
-                .keys()
-                .filter_map(|k| ledger.expected(k).map(|v| (k.clone(), v.clone())))
-                .collect();
-            (violations, expected)
+            (violations, ledger.certain(|_| true))
         };
         if expected.is_empty() {
             return violations;
@@ -281,7 +289,7 @@ impl Writer {
     async fn open(&mut self) -> Result<(Db, Arc<PauseGate>), slatedb::Error> {
         self.opens += 1;
         let gate = Arc::new(PauseGate::default());
-        let seed = self.seed ^ self.opens.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let seed = derived_seed(self.seed, self.opens);
         let name = format!("app {}#{}", self.url, self.opens);
         let store: Arc<dyn ObjectStore> =
             Arc::new(NodeStore::for_node(&self.store, &name, seed, gate.clone()));
@@ -297,32 +305,18 @@ impl Writer {
     /// The compactor epoch in the database's manifest, as the checker
     /// reads it (no faults).
     async fn compactor_epoch(&self) -> Option<u64> {
-        let view: Arc<dyn ObjectStore> = Arc::new(self.store.view("checker"));
-        let admin = AdminBuilder::new(self.path.clone(), view)
-            .with_seed(self.seed)
-            .with_system_clock(self.clock.slatedb(0))
-            .build();
-        match admin.read_manifest(None).await {
+        match self.checker.read_manifest(None).await {
             Ok(Some(manifest)) => Some(manifest.compactor_epoch()),
             _ => None,
         }
     }
 
-    /// Reads every certain acknowledged key through `db`.
     /// Reads back the certain acknowledged keys `pick` keeps (all of them
     /// after a reopen, where a loss would show; a sample as it runs, as
     /// every read goes to the store and all of them every 20 writes made
     /// the run's cost grow with the square of its writes).
     async fn read_back(&self, db: &Db, when: &str, pick: impl Fn(&str) -> bool) -> bool {
-        let expected: Vec<(String, Bytes)> = {
-            let ledger = self.ledger.lock().expect("ledger lock");
-            ledger
-                .acked
-                .keys()
-                .filter(|k| pick(k))
-                .filter_map(|k| ledger.expected(k).map(|v| (k.clone(), v.clone())))
-                .collect()
-        };
+        let expected = self.ledger.lock().expect("ledger lock").certain(pick);
         for (key, value) in expected {
             let read = tokio::time::timeout(WRITE_TIMEOUT, db.get(key.as_bytes())).await;
             let Ok(read) = read else {

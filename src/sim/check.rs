@@ -21,6 +21,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use slatedb::admin::AdminBuilder;
 
 use super::store::ManifestWrite;
+use crate::mirror::layout::parse_manifest_file;
 
 use crate::daemon::owned_tasks;
 use crate::fleet::root::{ConfigPoller, FleetRoot, NodeSighting, node_view};
@@ -284,8 +285,7 @@ async fn decoded(database: &str, writes: &[&ManifestWrite]) -> Result<Vec<Versio
         let id = write
             .location
             .filename()
-            .and_then(|f| f.strip_suffix(".manifest"))
-            .and_then(|id| id.parse::<u64>().ok())
+            .and_then(parse_manifest_file)
             .ok_or_else(|| format!("{} is not a manifest version", write.location))?;
         scratch
             .put(&write.location, PutPayload::from(write.bytes.clone()))

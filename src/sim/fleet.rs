@@ -227,10 +227,7 @@ async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
     for _ in 0..2 {
         let running = running(&nodes);
         let found = check::ownership(&world.root, world.clock.now(), &running).await;
-        for violation in &found {
-            world.note(format!("violation {violation}"));
-        }
-        violations.extend(found);
+        world.judged(found, &mut violations);
         if !violations.is_empty() {
             break;
         }
@@ -239,26 +236,18 @@ async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
     // Every acknowledged write reads back, by a fresh reader too.
     let apps: Vec<usize> = world.apps.keys().copied().collect();
     for index in apps {
-        let seed = world.seed ^ index as u64;
-        let (store, clock) = (world.store.clone(), world.clock.clone());
         let app = world.apps.get_mut(&index).expect("an app");
-        let found = app.finish(&store, &clock, seed).await;
+        let found = app.finish().await;
         let acknowledged = app.acknowledged();
         world.note(format!(
             "app {} acknowledged {acknowledged}",
             database_url(index)
         ));
-        for violation in &found {
-            world.note(format!("violation {violation}"));
-        }
-        violations.extend(found);
+        world.judged(found, &mut violations);
     }
     // Every manifest written, judged by its epochs.
     let found = check::epochs(&world.store.manifests()).await;
-    for violation in &found {
-        world.note(format!("violation {violation}"));
-    }
-    violations.extend(found);
+    world.judged(found, &mut violations);
     for node in nodes.iter_mut() {
         if let Some(run) = node.run.take() {
             run.shutdown.cancel();

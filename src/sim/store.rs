@@ -30,6 +30,7 @@ use object_store::{
 
 use super::clock::SimClock;
 use super::trace::Trace;
+use crate::mirror::layout::{MANIFEST_DIR, parse_manifest_file};
 use crate::testing::Chaos;
 
 /// How often requests fail, per 1000, and how slow they may be: the
@@ -305,11 +306,11 @@ fn kind(error: &object_store::Error) -> &'static str {
 /// Whether `location` is a SlateDB manifest version
 /// (`<db>/manifest/<id>.manifest`).
 fn is_manifest(location: &Path) -> bool {
-    let mut parts = location.parts().collect::<Vec<_>>().into_iter().rev();
-    let (Some(file), Some(dir)) = (parts.next(), parts.next()) else {
+    let Some((dir, file)) = location.as_ref().rsplit_once('/') else {
         return false;
     };
-    dir.as_ref() == "manifest" && file.as_ref().ends_with(".manifest")
+    let in_manifest_dir = dir.rsplit('/').next() == Some(MANIFEST_DIR);
+    in_manifest_dir && parse_manifest_file(file).is_some()
 }
 
 fn injected(what: &str) -> object_store::Error {

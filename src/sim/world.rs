@@ -12,12 +12,13 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::app::{App, WriterKind};
+use super::check::Violation;
 use super::clock::{SimClock, Skew};
 use super::store::{NodeStore, PauseGate, SimStore};
 use super::trace::Trace;
 use crate::Fleet;
 use crate::daemon::{DatabaseOpener, NodeOptions};
-use crate::fleet::database::{DatabaseHandle, Replay, ServiceStores};
+use crate::fleet::database::{DatabaseHandle, Replay, ServiceStores, derived_seed};
 use crate::fleet::root::FleetRoot;
 use crate::model::placement::fnv1a;
 use crate::model::registry::canonicalize_database_url;
@@ -70,6 +71,14 @@ impl World {
     pub(super) fn note(&self, event: impl AsRef<str>) {
         self.trace
             .record(self.clock.millis(), format!("sim {}", event.as_ref()));
+    }
+
+    /// Adds what a check `found` to `violations`, each in the trace too.
+    pub(super) fn judged(&self, found: Vec<Violation>, violations: &mut Vec<Violation>) {
+        for violation in &found {
+            self.note(format!("violation {violation}"));
+        }
+        violations.extend(found);
     }
 
     pub(super) fn draw(&mut self, below: u64) -> u64 {
@@ -144,7 +153,7 @@ impl World {
     pub(super) fn start(&mut self, node: &mut SimNode) {
         self.starts += 1;
         let pause = Arc::new(PauseGate::default());
-        let seed = self.seed ^ self.starts.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let seed = derived_seed(self.seed, self.starts);
         let store: Arc<dyn ObjectStore> = Arc::new(NodeStore::for_node(
             &self.store,
             &node.id,
