@@ -98,7 +98,7 @@ pub async fn claim(
     let record = DestinationOwner {
         source: source.url().to_string(),
         target: target.to_string(),
-        claimed_at: Utc::now(),
+        claimed_at: destination.now(),
         sleet_version: env!("CARGO_PKG_VERSION").to_string(),
     };
     let body = serde_json::to_vec_pretty(&record).expect("owner records serialize");

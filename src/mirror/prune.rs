@@ -26,6 +26,7 @@ use super::layout::{
 };
 use super::pass::MirrorPair;
 use super::points::newest_restore_point;
+use crate::model::planted::{Planted, planted};
 use crate::store::StoreRoot;
 
 /// What a prune did.
@@ -195,6 +196,9 @@ impl MirrorPair {
         let tail_floor = decoded.get(&latest).map_or(0, |m| m.next_wal_sst_id());
         let mut objects = BTreeSet::new();
         for &id in &kept {
+            if planted(Planted::PruneKeepsLatestOnly) && id != latest {
+                continue;
+            }
             let manifest = match decoded.remove(&id) {
                 Some(m) => m,
                 None => match read_manifest(&self.destination, id).await? {

@@ -191,7 +191,7 @@ async fn resolve(
     latest: u64,
     at: RestorePoint,
 ) -> Result<VersionedManifest, MirrorError> {
-    let now = Utc::now();
+    let now = backup.now();
     match at {
         RestorePoint::Latest => newest_restore_point(backup, listed, now, |_| true)
             .await?
@@ -240,7 +240,7 @@ async fn members(
     at: RestorePoint,
 ) -> Result<BTreeMap<u64, VersionedManifest>, MirrorError> {
     let mut members = BTreeMap::new();
-    for pinned in live_pins(&chosen, Utc::now()) {
+    for pinned in live_pins(&chosen, backup.now()) {
         let manifest = read_manifest(backup, pinned).await?.ok_or_else(|| {
             no_point(
                 at,

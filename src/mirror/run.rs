@@ -305,7 +305,7 @@ async fn prune_now(
 ) -> Result<(), MirrorError> {
     if let Some(keep) = settings.retention_keep {
         let report = pair
-            .prune(keep, settings.min_age, chrono::Utc::now())
+            .prune(keep, settings.min_age, pair.source.now())
             .await?;
         watch.pruned(report.deleted_manifests, report.deleted_objects);
         if report.deleted_manifests + report.deleted_objects > 0 {
@@ -396,7 +396,7 @@ async fn run_periodic(
     let destination = pair.destination.root();
     let check = (settings.interval / 20).clamp(Duration::from_secs(60), Duration::from_secs(3600));
     loop {
-        let age = latest_manifest_age(&destination).await?;
+        let age = latest_manifest_age(&destination, pair.destination.now()).await?;
         let wait = match age {
             Some(age) if age < settings.interval => {
                 (settings.interval - age).min(settings.interval)
@@ -445,11 +445,8 @@ pub async fn latest_manifest_id(
 /// How long ago the root's latest manifest was written.
 async fn latest_manifest_age(
     root: &crate::store::StoreRoot,
+    now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Option<Duration>, MirrorError> {
     let latest = manifests(root).await?.into_iter().max_by_key(|(id, _)| *id);
-    Ok(latest.map(|(_, meta)| {
-        (chrono::Utc::now() - meta.last_modified)
-            .to_std()
-            .unwrap_or_default()
-    }))
+    Ok(latest.map(|(_, meta)| (now - meta.last_modified).to_std().unwrap_or_default()))
 }

@@ -6,7 +6,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use chrono::Utc;
 use slatedb::VersionedManifest;
 
 use super::MirrorError;
@@ -85,7 +84,7 @@ pub async fn verify_tracked(
     }
     let sizes = data_sizes(&root).await?;
 
-    let now = Utc::now();
+    let now = target.now();
     let pins: BTreeMap<u64, BTreeSet<u64>> = manifests
         .iter()
         .map(|(&id, m)| (id, live_pins(m, now)))

@@ -31,16 +31,27 @@ pub enum Planted {
     /// returns (the write is then only in memory), so a writer's crash
     /// loses acknowledged writes. The control of the durability invariant.
     WriterAcksBeforeDurable,
+    /// A mirror pass writes its manifests at the destination before it
+    /// copies the objects they name (and releases its pin of the source
+    /// with them): a copy that then fails leaves a committed restore point
+    /// that cannot restore, and later passes take its objects as present.
+    MirrorCommitsBeforeCopy,
+    /// Mirror retention keeps only the objects of the destination's latest
+    /// manifest, ignoring the older restore points it promises to keep
+    /// and what their checkpoints pin.
+    PruneKeepsLatestOnly,
 }
 
 impl Planted {
-    pub const ALL: [Planted; 6] = [
+    pub const ALL: [Planted; 8] = [
         Planted::DeadNodesStayLive,
         Planted::TasksOutliveOwnership,
         Planted::ConfigChangesIgnored,
         Planted::StoppedTasksStayOnTheBoard,
         Planted::OutsideCompactorVetSkipped,
         Planted::WriterAcksBeforeDurable,
+        Planted::MirrorCommitsBeforeCopy,
+        Planted::PruneKeepsLatestOnly,
     ];
 
     /// The name `scripts/simulate --plant` takes.
@@ -52,6 +63,8 @@ impl Planted {
             Planted::StoppedTasksStayOnTheBoard => "stopped-tasks-stay-on-the-board",
             Planted::OutsideCompactorVetSkipped => "outside-compactor-vet-skipped",
             Planted::WriterAcksBeforeDurable => "writer-acks-before-durable",
+            Planted::MirrorCommitsBeforeCopy => "mirror-commits-before-copy",
+            Planted::PruneKeepsLatestOnly => "prune-keeps-latest-only",
         }
     }
 

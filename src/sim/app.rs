@@ -69,7 +69,23 @@ impl WriterKind {
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Keys per database: new writes take new keys, then overwrite old ones.
-const KEYS: u64 = 400;
+pub(super) const KEYS: u64 = 400;
+
+/// The value of the application's write `number` (to key `k<number % KEYS>`).
+fn written_value(key: &str, number: u64) -> Bytes {
+    Bytes::from(format!("{key}={number}:{}", "v".repeat(64)))
+}
+
+/// The number of the application's write that `value` of `key` is, or
+/// `None` if the application never wrote it there.
+pub(super) fn write_number(key: &str, value: &str) -> Option<u64> {
+    let (named, rest) = value.split_once('=')?;
+    let (number, _) = rest.split_once(':')?;
+    let number: u64 = number.parse().ok()?;
+    let expected = format!("k{:04}", number % KEYS);
+    (named == key && key == expected && written_value(key, number) == value.as_bytes())
+        .then_some(number)
+}
 
 /// What the application was told, and what it found wrong.
 #[derive(Debug, Default)]
@@ -78,6 +94,8 @@ struct Ledger {
     acked: BTreeMap<String, Bytes>,
     /// Keys whose last write failed or timed out: never checked again.
     uncertain: BTreeSet<String>,
+    /// The number of every write acknowledged, in order.
+    acked_writes: Vec<u64>,
     violations: Vec<Violation>,
 }
 
@@ -179,6 +197,15 @@ impl App {
     /// Acknowledged writes so far.
     pub fn acknowledged(&self) -> usize {
         self.ledger.lock().expect("ledger lock").acked.len()
+    }
+
+    /// The numbers of the writes acknowledged so far, in order.
+    pub fn acknowledged_writes(&self) -> Vec<u64> {
+        self.ledger
+            .lock()
+            .expect("ledger lock")
+            .acked_writes
+            .clone()
     }
 
     /// Closes the writer, then reads every acknowledged key with a fresh
@@ -392,7 +419,7 @@ impl Writer {
                 }
                 written += 1;
                 let key = format!("k{:04}", written % KEYS);
-                let value = Bytes::from(format!("{key}={written}:{}", "v".repeat(64)));
+                let value = written_value(&key, written);
                 // `put` returns once the write is in memory; the
                 // application is told it is durable only once SlateDB says
                 // so (SlateDB 0.18's `WriteHandle::await_durable`).
@@ -409,6 +436,7 @@ impl Writer {
                     match &put {
                         Ok(Ok(_)) => {
                             ledger.acked.insert(key.clone(), value.clone());
+                            ledger.acked_writes.push(written);
                             None
                         }
                         Ok(Err(e)) => {

@@ -13,15 +13,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::sync::Arc;
 
-use object_store::memory::InMemory;
-use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use slatedb::admin::AdminBuilder;
-
+use super::history;
 use super::store::ManifestWrite;
-use crate::mirror::layout::parse_manifest_file;
 
 use crate::daemon::owned_tasks;
 use crate::fleet::root::{ConfigPoller, FleetRoot, NodeSighting, node_view};
@@ -244,20 +238,21 @@ pub const TWO_COMPACTORS: &str = "two-compactors-one-epoch";
 /// only; a node's services write through views of their own, `n1/gc`,
 /// `n1/coordinator`.)
 pub async fn epochs(writes: &[ManifestWrite]) -> Vec<Violation> {
-    let mut by_database: BTreeMap<String, Vec<&ManifestWrite>> = BTreeMap::new();
-    for write in writes {
-        let location = write.location.as_ref();
-        if let Some((database, _)) = location.rsplit_once("/manifest/") {
-            by_database
-                .entry(database.to_string())
-                .or_default()
-                .push(write);
-        }
-    }
     let mut violations = Vec::new();
-    for (database, writes) in by_database {
-        match decoded(&database, &writes).await {
-            Ok(versions) => violations.extend(judge_epochs(&database, &versions)),
+    for (database, writes) in history::by_database(writes) {
+        match history::decoded(&database, &writes).await {
+            Ok(decoded) => {
+                let versions: Vec<Version> = decoded
+                    .iter()
+                    .map(|v| Version {
+                        id: v.id,
+                        author: v.write.author.clone(),
+                        compactor_epoch: v.manifest.compactor_epoch(),
+                        writer_epoch: v.manifest.writer_epoch(),
+                    })
+                    .collect();
+                violations.extend(judge_epochs(&database, &versions));
+            }
             Err(e) => violations.push(Violation {
                 name: FENCED_WROTE,
                 detail: format!("{database}: a manifest written cannot be read back: {e}"),
@@ -274,42 +269,6 @@ pub struct Version {
     pub author: String,
     pub compactor_epoch: u64,
     pub writer_epoch: u64,
-}
-
-/// Reads each written version back with SlateDB's own reader, from a
-/// scratch store that holds exactly what was written.
-async fn decoded(database: &str, writes: &[&ManifestWrite]) -> Result<Vec<Version>, String> {
-    let scratch: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let mut ids = Vec::new();
-    for write in writes {
-        let id = write
-            .location
-            .filename()
-            .and_then(parse_manifest_file)
-            .ok_or_else(|| format!("{} is not a manifest version", write.location))?;
-        scratch
-            .put(&write.location, PutPayload::from(write.bytes.clone()))
-            .await
-            .map_err(|e| e.to_string())?;
-        ids.push((id, write.author.clone()));
-    }
-    let admin = AdminBuilder::new(Path::from(database), scratch).build();
-    let mut versions = Vec::new();
-    for (id, author) in ids {
-        let manifest = admin
-            .read_manifest(Some(id))
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("manifest {id} is missing"))?;
-        versions.push(Version {
-            id,
-            author,
-            compactor_epoch: manifest.compactor_epoch(),
-            writer_epoch: manifest.writer_epoch(),
-        });
-    }
-    versions.sort_by_key(|v| v.id);
-    Ok(versions)
 }
 
 /// Whether `author` is the application (its writer and, on SlateDB's

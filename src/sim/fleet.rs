@@ -12,7 +12,9 @@ use object_store::path::Path;
 use super::FaultMix;
 use super::check::{self, PANIC, Running, Violation};
 use super::clock::{SimClock, Skew};
+use super::collect::collections;
 use super::inject::inject;
+use super::mirror::Which;
 use super::store::{FaultLevels, SimStore};
 use super::trace::Trace;
 use super::world::{ROOT_URL, SimNode, World, database_url};
@@ -173,6 +175,7 @@ async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
         narrowed: false,
         apps: BTreeMap::new(),
         writers: options.writers,
+        restores: 0,
     };
     world.note(format!(
         "seed {} nodes {} databases {} faults {} writers {}",
@@ -203,6 +206,14 @@ async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
         tokio::time::sleep(wait).await;
         violations.extend(reap_panics(&mut world, &mut nodes).await);
         inject(&mut world, &mut nodes, &options.faults).await;
+        // Now and then, one database's newest restore point, restored
+        // while the faults go on: a point must restore from its commit on.
+        if options.writers && world.draw(3) == 0 {
+            let indexes: Vec<usize> = world.apps.keys().copied().collect();
+            let index = indexes[world.draw(indexes.len() as u64) as usize];
+            let found = world.judge_restore_point(index, Which::Newest).await;
+            world.judged(found, &mut violations);
+        }
     }
     // The faults stop: requests go through, paused nodes resume, and
     // crashed nodes either restart or stay gone.
@@ -245,8 +256,29 @@ async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
         ));
         world.judged(found, &mut violations);
     }
-    // Every manifest written, judged by its epochs.
-    let found = check::epochs(&world.store.manifests()).await;
+    // Each mirror's newest restore point, and its oldest kept.
+    let indexes: Vec<usize> = world.apps.keys().copied().collect();
+    for index in indexes {
+        for which in [Which::Newest, Which::OldestKept] {
+            let found = world.judge_restore_point(index, which).await;
+            world.judged(found, &mut violations);
+        }
+    }
+    // Every manifest written, judged by its epochs; every object deleted,
+    // by the manifests of its moment.
+    let manifests = world.store.manifests();
+    let found = check::epochs(&manifests).await;
+    world.judged(found, &mut violations);
+    let deletions = world.store.deletions();
+    let at_mirrors = deletions
+        .iter()
+        .filter(|d| d.location.as_ref().starts_with("sim-mirror/"))
+        .count();
+    world.note(format!(
+        "judging {} deletions, {at_mirrors} of them at mirrors",
+        deletions.len()
+    ));
+    let found = collections(&manifests, &deletions).await;
     world.judged(found, &mut violations);
     for node in nodes.iter_mut() {
         if let Some(run) = node.run.take() {

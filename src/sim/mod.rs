@@ -4,7 +4,8 @@
 //! config polls, ownership, store trust, supervisors, and SlateDB's GC,
 //! coordinator and compaction workers for the databases each owns) and
 //! one application writer per database (`app`: some detached, some on
-//! SlateDB's defaults), on a single-threaded tokio runtime with paused
+//! SlateDB's defaults), each database mirrored to a second bucket, on a
+//! single-threaded tokio runtime with paused
 //! time and a seeded generator, over one in-memory store. Only what must
 //! be is replaced: the clocks (`clock`: virtual, each node skewed its own
 //! way; SlateDB's fixed at the skew its process opened with), randomness
@@ -19,10 +20,11 @@
 //! config and registers and removes databases while the fleet runs. After
 //! the faults stop, `check` judges the invariants: ownership, every
 //! acknowledged write, writers on SlateDB's defaults never fenced, and
-//! every manifest's epochs. Every store request and every fault goes into
-//! the run's `trace`, whose hash is the same for the same seed.
-//!
-//! Not simulated yet: mirrors (their restore points and pins); see
+//! every manifest's epochs (over the manifests `history` decodes); every
+//! mirror restore point restores to a consistent prefix (`mirror`, also
+//! while faults run); no deletion removed what a manifest or a live pin
+//! referenced (`collect`). Every store request and every fault goes into
+//! the run's `trace`, whose hash is the same for the same seed. See
 //! docs/reliability.md, "Deterministic simulation".
 //!
 //! May import: every layer; nothing imports it but tests, benches and
@@ -31,8 +33,11 @@
 mod app;
 mod check;
 mod clock;
+mod collect;
 mod fleet;
+mod history;
 mod inject;
+mod mirror;
 mod store;
 mod trace;
 mod world;

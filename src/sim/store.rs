@@ -58,6 +58,18 @@ pub struct SimStore {
     /// compactor-epoch invariant reads them at the end (GC may have
     /// deleted them from the store by then).
     manifests: Mutex<Vec<ManifestWrite>>,
+    /// Every object deleted, in order, with who deleted it and when: the
+    /// collection invariant judges them against the manifests of then.
+    deletes: Mutex<Vec<Deletion>>,
+}
+
+/// One object deleted.
+#[derive(Debug, Clone)]
+pub struct Deletion {
+    pub location: Path,
+    pub author: String,
+    /// The store's time when it applied it.
+    pub at: chrono::DateTime<chrono::Utc>,
 }
 
 /// One manifest version as written.
@@ -68,6 +80,8 @@ pub struct ManifestWrite {
     /// writer (`app <url>#<open>`).
     pub author: String,
     pub bytes: Bytes,
+    /// The store's time when it applied it.
+    pub at: chrono::DateTime<chrono::Utc>,
 }
 
 impl SimStore {
@@ -79,6 +93,7 @@ impl SimStore {
             levels: Mutex::new(FaultLevels::default()),
             written: Mutex::new(BTreeMap::new()),
             manifests: Mutex::new(Vec::new()),
+            deletes: Mutex::new(Vec::new()),
         })
     }
 
@@ -99,6 +114,11 @@ impl SimStore {
     /// Every manifest version written so far, in order.
     pub fn manifests(&self) -> Vec<ManifestWrite> {
         self.manifests.lock().expect("manifests lock").clone()
+    }
+
+    /// Every object deleted so far, in order.
+    pub fn deletions(&self) -> Vec<Deletion> {
+        self.deletes.lock().expect("deletes lock").clone()
     }
 
     fn stamp(&self, location: &Path) {
@@ -349,6 +369,7 @@ impl ObjectStore for NodeStore {
                         location: location.clone(),
                         author: self.node.clone(),
                         bytes,
+                        at: self.store.clock.now(),
                     });
             }
         }
@@ -394,7 +415,19 @@ impl ObjectStore for NodeStore {
         &self,
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
-        let inner = self.store.inner.delete_stream(locations);
+        let (store, author) = (self.store.clone(), self.node.clone());
+        let inner = self
+            .store
+            .inner
+            .delete_stream(locations)
+            .inspect_ok(move |location| {
+                store.deletes.lock().expect("deletes lock").push(Deletion {
+                    location: location.clone(),
+                    author: author.clone(),
+                    at: store.clock.now(),
+                });
+            })
+            .boxed();
         self.traced_stream("delete", String::new(), inner)
     }
 

@@ -30,6 +30,12 @@ use crate::testing::Chaos;
 /// leaves the process: every node opens them on the simulated store.
 pub(super) const ROOT_URL: &str = "s3://sim-root/fleet";
 pub(super) const DATA_BUCKET: &str = "s3://sim-data";
+/// Where databases mirror to (`s3://sim-mirror/db003` for `db003`), and
+/// the target's name.
+pub(super) const MIRROR_BUCKET: &str = "s3://sim-mirror";
+pub(super) const MIRROR_TARGET: &str = "dr";
+/// How long the mirror keeps restore points.
+pub(super) const MIRROR_KEEP: Duration = Duration::from_secs(240);
 
 /// One simulated node: what survives its crashes (id, clock) and what
 /// does not (its task, pause and probes).
@@ -65,6 +71,8 @@ pub(super) struct World {
     /// from the fleet: its users still write).
     pub(super) apps: BTreeMap<usize, App>,
     pub(super) writers: bool,
+    /// Restores the mirror check made so far: each gets a fresh root.
+    pub(super) restores: u64,
 }
 
 impl World {
@@ -91,12 +99,25 @@ impl World {
         } else {
             ""
         };
+        // With writers, every database mirrors to its own destination
+        // under MIRROR_BUCKET, keeping 4 minutes of restore points, so
+        // passes, the WAL tail and prunes all run within a run.
+        let mirror = if self.writers {
+            format!(
+                "\n[database.mirror.targets.{MIRROR_TARGET}]\nurl = \"{MIRROR_BUCKET}\"\n\
+                 source_prefix = \"{DATA_BUCKET}\"\nmin_age = \"1m\"\n\
+                 retention.keep = \"{}s\"\n",
+                MIRROR_KEEP.as_secs()
+            )
+        } else {
+            String::new()
+        };
         // The simulated stores are trusted: their checks run (and prove
         // the in-memory store's conditional writes) but the check's clock
         // probe reads the machine's clock, not the simulation's.
         let text = format!(
             "[stores.trusted]\n\"s3://sim-root\" = \"simulated\"\n\"{DATA_BUCKET}\" = \
-             \"simulated\"\n\n[database]\n{services}"
+             \"simulated\"\n\"{MIRROR_BUCKET}\" = \"simulated\"\n\n[database]\n{services}{mirror}"
         );
         let path = self.root.path(crate::fleet::root::CONFIG_FILE);
         self.root
@@ -229,6 +250,11 @@ impl World {
 
 pub(super) fn database_url(index: usize) -> String {
     format!("{DATA_BUCKET}/db{index:03}")
+}
+
+/// Where the database of `index` mirrors to.
+pub(super) fn mirror_url(index: usize) -> String {
+    format!("{MIRROR_BUCKET}/db{index:03}")
 }
 
 /// Where a database lives in the simulated store.

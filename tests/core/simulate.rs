@@ -82,8 +82,10 @@ struct Control {
 /// outside-compactor-vet-skipped by seed 1, writer-acks-before-durable by
 /// seed 2 under writer crashes alone (about one run in seven finds it under
 /// every fault: the crash must fall between the early acknowledgement and
-/// the WAL write, at most 100 ms).
-const CONTROLS: [Control; 6] = [
+/// the WAL write, at most 100 ms), mirror-commits-before-copy by seed 2
+/// (2 of seeds 1-10: a copy must fail after the early commit),
+/// prune-keeps-latest-only by seed 1 (4 of seeds 1-10).
+const CONTROLS: [Control; 8] = [
     Control {
         bug: Planted::DeadNodesStayLive,
         violation: "gone-node-still-live",
@@ -125,6 +127,20 @@ const CONTROLS: [Control; 6] = [
         writers: true,
         faults: Some("writer-crash"),
         within: 5,
+    },
+    Control {
+        bug: Planted::MirrorCommitsBeforeCopy,
+        violation: "restore-point-broken",
+        writers: true,
+        faults: None,
+        within: 3,
+    },
+    Control {
+        bug: Planted::PruneKeepsLatestOnly,
+        violation: "restore-point-broken",
+        writers: true,
+        faults: None,
+        within: 2,
     },
 ];
 

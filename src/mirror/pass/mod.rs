@@ -17,8 +17,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use chrono::Utc;
-
 use slatedb::VersionedManifest;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -31,6 +29,7 @@ use super::layout::{
 use super::proof::{Checked, check_copies};
 use crate::fleet::database::DatabaseHandle;
 use crate::mirror::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
+use crate::model::planted::{Planted, planted};
 use crate::store::StoreRoot;
 
 /// Attempts before a pass that keeps losing races with the source gives up.
@@ -217,6 +216,13 @@ impl MirrorPair {
             .map(|floor| floor.min_size)
             .sum();
         self.progress.expect(work.len() as u64, about);
+        if planted(Planted::MirrorCommitsBeforeCopy) {
+            let committed = self.commit(&closure, watermark, 0, 0, Some(pin)).await?;
+            return match self.copy_pinned(pin, &work, cancel).await? {
+                Ok(_) => Ok(committed),
+                Err(reason) => Ok(Attempt::Restart(reason)),
+            };
+        }
         let copied = match self.copy_pinned(pin, &work, cancel).await? {
             Ok(copied) => copied,
             Err(reason) => return Ok(Attempt::Restart(reason)),
@@ -236,7 +242,7 @@ impl MirrorPair {
     ) -> Result<Result<Closure, String>, MirrorError> {
         let mut manifests = BTreeMap::new();
         let mut objects = manifest_objects(&head);
-        let now = Utc::now();
+        let now = self.source.now();
         let live = live_pins(&head, now);
         for id in kept_pins(&head, now) {
             let pinned = match read_manifest(&self.source, id).await? {
@@ -273,7 +279,7 @@ impl MirrorPair {
         };
         // Judged with the same margin `closure` keeps pins by, so a pin
         // the watermark already holds is not committed again.
-        let kept_since = Utc::now() - super::layout::CLOCK_MARGIN;
+        let kept_since = self.source.now() - super::layout::CLOCK_MARGIN;
         let kept_in_head: BTreeSet<Uuid> = closure
             .head
             .checkpoints()

@@ -6,8 +6,6 @@ use std::collections::BTreeSet;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use chrono::Utc;
-
 use slatedb::config::CheckpointOptions;
 use uuid::Uuid;
 
@@ -40,7 +38,7 @@ impl MirrorPair {
         let Some(head) = read_manifest(&self.source, created.manifest_id).await? else {
             return Ok(pin);
         };
-        let now = Utc::now();
+        let now = self.source.now();
         let mut held = BTreeSet::new();
         for checkpoint in head.checkpoints() {
             let live = crate::mirror::layout::checkpoint_live(checkpoint, now);

@@ -1,0 +1,241 @@
+//! The mirror invariant: every committed restore point of a database's
+//! mirror restores, with sleet's own `restore`, into a database whose
+//! contents are a consistent prefix of what the application wrote: it
+//! holds every write acknowledged before the newest write it holds.
+//!
+//! Judged while faults run (the newest restore point of one database, now
+//! and then) and at the end (each database's newest restore point and its
+//! oldest the retention promises to keep). A point that cannot restore is
+//! `restore-point-broken`; one that restores to a state the application
+//! never had is `restore-point-not-a-prefix`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::TimeDelta;
+use object_store::ObjectStore;
+use slatedb::DbReader;
+use tokio_util::sync::CancellationToken;
+
+use super::app::{KEYS, write_number};
+use super::check::Violation;
+use super::world::{MIRROR_KEEP, World, database_path, mirror_url};
+use crate::fleet::database::{DatabaseHandle, Replay, derived_seed};
+use crate::mirror::copier::CopyProgress;
+use crate::mirror::io::{list_dir, read_manifest};
+use crate::mirror::layout::{MANIFEST_DIR, live_pins, parse_manifest_file};
+use crate::mirror::points::restore_points;
+use crate::mirror::restore::{RestorePoint, restore};
+
+/// A committed restore point did not restore.
+pub const RESTORE_BROKEN: &str = "restore-point-broken";
+/// A restore point restored to a state the application never had.
+pub const NOT_A_PREFIX: &str = "restore-point-not-a-prefix";
+
+/// Which of a destination's restore points to restore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    Newest,
+    /// The oldest the retention must still keep (younger than `keep`,
+    /// with a margin for clock skew and a prune in flight).
+    OldestKept,
+}
+
+/// How much younger than `keep` a restore point must be to count as kept.
+const KEEP_MARGIN: TimeDelta = TimeDelta::seconds(15);
+
+impl World {
+    /// Restores `which` restore point of database `index`'s mirror into a
+    /// scratch root and reads it whole: the violations found (none when
+    /// the mirror holds no restore point yet).
+    pub(super) async fn judge_restore_point(
+        &mut self,
+        index: usize,
+        which: Which,
+    ) -> Vec<Violation> {
+        let url = mirror_url(index);
+        let backup = self.checker_handle(&url);
+        let now = self.clock.now();
+        let listed = match list_dir(&backup.root(), MANIFEST_DIR).await {
+            Ok(listed) => listed,
+            Err(e) => return vec![broken(&url, e.to_string())],
+        };
+        let mut pins = BTreeMap::new();
+        let mut written = BTreeMap::new();
+        for (name, meta) in &listed {
+            let Some(id) = name.rsplit('/').next().and_then(parse_manifest_file) else {
+                continue;
+            };
+            // Pruned since the listing: not a point to judge.
+            if let Ok(Some(manifest)) = read_manifest(&backup, id).await {
+                pins.insert(id, live_pins(&manifest, now));
+                written.insert(id, meta.last_modified);
+            }
+        }
+        let points = restore_points(&pins);
+        let kept_since =
+            now - TimeDelta::from_std(MIRROR_KEEP).expect("a short keep") + KEEP_MARGIN;
+        let chosen = match which {
+            Which::Newest => points.last().copied(),
+            Which::OldestKept => points
+                .iter()
+                .copied()
+                .find(|id| written.get(id).is_some_and(|at| *at > kept_since)),
+        };
+        let Some(id) = chosen else {
+            return Vec::new();
+        };
+        self.restores += 1;
+        let scratch = self.checker_handle(&format!("s3://sim-restore/r{}", self.restores));
+        let restored = restore(
+            &backup,
+            &scratch,
+            RestorePoint::Manifest(id),
+            false,
+            CopyProgress::new(),
+            &CancellationToken::new(),
+        )
+        .await;
+        // The restore's own errors name the point.
+        if let Err(e) = restored {
+            return vec![broken(&url, format!("{which:?}: {e}"))];
+        }
+        let read = match self.read_all(&scratch).await {
+            Ok(read) => read,
+            Err(e) => {
+                let why = format!("{which:?} restore point {id} restored but cannot be read: {e}");
+                return vec![broken(&url, why)];
+            }
+        };
+        let acknowledged = self
+            .apps
+            .get(&index)
+            .map(|app| app.acknowledged_writes())
+            .unwrap_or_default();
+        self.note(format!(
+            "restored {url} manifest {id} ({which:?}): {} keys",
+            read.len()
+        ));
+        match judge_prefix(&read, &acknowledged) {
+            Some(why) => vec![Violation {
+                name: NOT_A_PREFIX,
+                detail: format!("{url} restore point {id} ({which:?}): {why}"),
+            }],
+            None => Vec::new(),
+        }
+    }
+
+    /// A handle on `url` through the checker's view (no faults), on the
+    /// store's clock.
+    fn checker_handle(&self, url: &str) -> DatabaseHandle {
+        let store: Arc<dyn ObjectStore> = Arc::new(self.store.view("checker"));
+        let replay = Replay {
+            seed: derived_seed(self.seed, self.restores),
+            clock: self.clock.slatedb(0),
+            service_stores: None,
+        };
+        DatabaseHandle::replaying(url.to_string(), store, database_path(url), replay)
+    }
+
+    /// Every key of the database behind `handle`, by a fresh reader.
+    async fn read_all(&self, handle: &DatabaseHandle) -> Result<BTreeMap<String, String>, String> {
+        let store: Arc<dyn ObjectStore> = Arc::new(self.store.view("checker"));
+        let reader = DbReader::builder(database_path(handle.url()), store)
+            .with_seed(derived_seed(self.seed, self.restores))
+            .with_system_clock(self.clock.slatedb(0))
+            .build()
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut read = BTreeMap::new();
+        let scanned = async {
+            let mut iter = reader.scan(..).await?;
+            while let Some(kv) = iter.next().await? {
+                read.insert(
+                    String::from_utf8_lossy(&kv.key).into_owned(),
+                    String::from_utf8_lossy(&kv.value).into_owned(),
+                );
+            }
+            Ok::<_, slatedb::Error>(())
+        }
+        .await;
+        let _ = reader.close().await;
+        scanned.map_err(|e| e.to_string())?;
+        Ok(read)
+    }
+}
+
+fn broken(url: &str, why: String) -> Violation {
+    Violation {
+        name: RESTORE_BROKEN,
+        detail: format!("{url}: {why}"),
+    }
+}
+
+/// Why `read` (a restored database, key to value) is not a consistent
+/// prefix of the application's writes, if it is not: every value must be
+/// one the application wrote to that key, and every write acknowledged
+/// before the newest write `read` holds (the application writes one at a
+/// time, so those were durable before it was made) must be there or
+/// overwritten by a later one.
+pub fn judge_prefix(read: &BTreeMap<String, String>, acknowledged: &[u64]) -> Option<String> {
+    let mut newest = 0;
+    let mut numbers = BTreeMap::new();
+    for (key, value) in read {
+        let Some(number) = write_number(key, value) else {
+            return Some(format!(
+                "{key} reads {value:?}, which the application never wrote"
+            ));
+        };
+        newest = newest.max(number);
+        numbers.insert(key.as_str(), number);
+    }
+    for &write in acknowledged.iter().filter(|w| **w < newest) {
+        let key = format!("k{:04}", write % KEYS);
+        let holds = numbers.get(key.as_str()).copied();
+        if holds.is_none_or(|n| n < write) {
+            let found = holds.map_or("nothing".to_string(), |n| format!("write {n}"));
+            return Some(format!(
+                "it holds write {newest} but {key} reads {found}: write {write}, acknowledged \
+                 durable before write {newest} was made, is missing"
+            ));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(write: u64) -> (String, String) {
+        let key = format!("k{:04}", write % KEYS);
+        let value = format!("{key}={write}:{}", "v".repeat(64));
+        (key, value)
+    }
+
+    /// Control: a restored state missing an acknowledged write older than
+    /// its newest, or holding a value never written, is caught; a prefix
+    /// (unacknowledged writes missing, later ones overwriting) passes.
+    #[test]
+    fn a_prefix_passes_and_a_gap_or_a_stranger_is_caught() {
+        let acknowledged = [1, 2, 3, 5];
+        let state = |writes: &[u64]| -> BTreeMap<String, String> {
+            writes.iter().map(|w| value(*w)).collect()
+        };
+        assert_eq!(judge_prefix(&state(&[1, 2, 3]), &acknowledged), None);
+        assert_eq!(judge_prefix(&state(&[1, 2, 3, 4, 5]), &acknowledged), None);
+        assert_eq!(
+            judge_prefix(&state(&[1, 2]), &acknowledged),
+            None,
+            "an older prefix"
+        );
+        assert_eq!(judge_prefix(&state(&[]), &acknowledged), None);
+        // Write 401 overwrites write 1's key.
+        assert_eq!(judge_prefix(&state(&[401, 2, 3, 5]), &acknowledged), None);
+        let gap = judge_prefix(&state(&[1, 3, 5]), &acknowledged).expect("a gap");
+        assert!(gap.contains("write 2, acknowledged"), "{gap}");
+        let mut stranger = state(&[1, 2]);
+        stranger.insert("k0002".into(), "k0002=3:vv".into());
+        assert!(judge_prefix(&stranger, &acknowledged).is_some());
+    }
+}
