@@ -26,6 +26,11 @@ pub enum PluginCommand {
         /// The sleet.toml whose targets, hooks and [plugins] pins to check against
         #[arg(long)]
         config: Option<std::path::PathBuf>,
+        /// Also drive a few real calls into each plugin against scratch stores (a copier copies
+        /// three objects and the host checks them; a hook answers pre-task and post-task; a
+        /// merge operator merges, a filter filters), with the config sleet.toml gives it
+        #[arg(long)]
+        exercise: bool,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
@@ -56,12 +61,13 @@ pub(super) async fn run(command: PluginCommand) -> Result<(), Error> {
         PluginCommand::List {
             plugin_dirs,
             format,
-        } => check(plugin_dirs, None, format, false).await,
+        } => check(plugin_dirs, None, format, false, false).await,
         PluginCommand::Check {
             plugin_dirs,
             config,
+            exercise,
             format,
-        } => check(plugin_dirs, config, format, true).await,
+        } => check(plugin_dirs, config, format, true, exercise).await,
         PluginCommand::Wit { dir } => {
             let written = crate::commands::scaffold::write_wit(&dir).map_err(scaffold_error)?;
             for path in written {
@@ -117,6 +123,7 @@ async fn check(
     config: Option<std::path::PathBuf>,
     format: Format,
     strict: bool,
+    exercise: bool,
 ) -> Result<(), Error> {
     let fleet =
         match &config {
@@ -132,6 +139,7 @@ async fn check(
         &dirs,
         PluginRuntime::default_cache_dir(),
         fleet.as_ref(),
+        exercise,
     )
     .await
     .map_err(Error::Plugins)?;
@@ -177,6 +185,9 @@ fn render_plugins(r: &crate::commands::plugin_check::PluginCheckResponse) -> Str
         }
         if !facts.is_empty() {
             out.push_str(&format!("{}: {}\n", p.name, facts.join("; ")));
+        }
+        for did in &p.exercised {
+            out.push_str(&format!("{}: {did}\n", p.name));
         }
     }
     for warning in r.plugins.iter().flat_map(|p| p.warnings.iter()) {

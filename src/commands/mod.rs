@@ -14,6 +14,7 @@ pub mod config_check;
 pub mod demo;
 pub mod mirror;
 pub mod plugin_check;
+pub mod plugin_exercise;
 pub mod scaffold;
 pub mod schema;
 pub mod status;

@@ -45,6 +45,9 @@ pub struct PluginReport {
     /// The budget those calls ran under (`[plugins.<name>] memory_mib`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_mib: Option<u64>,
+    /// What `--exercise` made it do (copies checked, hook answers, merges).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exercised: Vec<String>,
     /// Things to look at that do not stop a node from running it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
@@ -164,11 +167,13 @@ fn usages(fleet: &FleetConfig) -> Vec<Usage> {
 }
 
 /// Loads every plugin in `dirs`; with `fleet`, also runs `configure` with
-/// each config that `sleet.toml` passes it. `list` is this without a config.
+/// each config that `sleet.toml` passes it; with `exercise`, a few real
+/// calls too ([`super::plugin_exercise`]). `list` is this without a config.
 pub async fn check(
     dirs: &[PathBuf],
     cache: Option<PathBuf>,
     fleet: Option<&FleetConfig>,
+    exercise: bool,
 ) -> Result<PluginCheckResponse, String> {
     let pins = fleet.map(FleetConfig::plugin_pins).unwrap_or_default();
     let dirs = dirs.to_vec();
@@ -190,7 +195,7 @@ pub async fn check(
     }
     for (name, loaded) in set.loaded() {
         let mine: Vec<&Usage> = usages.iter().filter(|u| &u.plugin == name).collect();
-        let mut report = report(name, loaded, &mine).await;
+        let mut report = report(name, loaded, &mine, exercise).await;
         if let Some(load) = set.load_report(name) {
             let bytes = std::fs::read(&load.path).unwrap_or_default();
             report.toolchain = crate::plugin::producers::toolchain(&bytes);
@@ -228,8 +233,10 @@ fn failure_name(failure: &crate::plugin::PluginError) -> String {
     }
 }
 
-/// Describes the plugin and runs `configure` for each of its usages.
-async fn report(name: &str, loaded: &Loaded, usages: &[&Usage]) -> PluginReport {
+/// Describes the plugin and runs `configure` for each of its usages
+/// (and, with `exercise`, a few real calls with each usage's config, or
+/// with none when nothing uses it).
+async fn report(name: &str, loaded: &Loaded, usages: &[&Usage], exercise: bool) -> PluginReport {
     use crate::plugin::PluginError;
     let info = loaded.info();
     let mut report = PluginReport::named(name);
@@ -279,10 +286,45 @@ async fn report(name: &str, loaded: &Loaded, usages: &[&Usage]) -> PluginReport 
             }),
         };
         match checked {
-            Ok(peak) => report.measured(peak, &usage.limits),
+            Ok(peak) => {
+                report.measured(peak, &usage.limits);
+                if exercise {
+                    exercised(&mut report, loaded, Some(&usage.what), &usage.config, &usage.limits)
+                        .await;
+                }
+            }
             Err(e) => report.failed(Some(&usage.what), e),
         }
     }
+    if exercise && usages.is_empty() {
+        let limits = FleetConfig::default().plugin_limits(name, info.kind);
+        exercised(&mut report, loaded, None, &[], &limits).await;
+    }
     report.warn_near_budget();
     report
+}
+
+/// Exercises `loaded` with one usage's config, into `report`.
+async fn exercised(
+    report: &mut PluginReport,
+    loaded: &Loaded,
+    usage: Option<&str>,
+    config: &[(String, String)],
+    limits: &PluginLimits,
+) {
+    let context = match usage {
+        Some(what) => format!("exercise with the config of {what}"),
+        None => "exercise with no config".to_string(),
+    };
+    match super::plugin_exercise::exercise(loaded, config, limits).await {
+        Ok(done) => {
+            report
+                .exercised
+                .extend(done.did.into_iter().map(|did| format!("{context}: {did}")));
+            report
+                .warnings
+                .extend(done.warnings.into_iter().map(|w| format!("{context}: {w}")));
+        }
+        Err(e) => report.failed(Some(&context), e),
+    }
 }

@@ -124,28 +124,22 @@ pub fn build_command(lang: Lang, kind: PluginKind, name: &str) -> Vec<String> {
         ],
         // componentize-js takes the .wit file; the WASI features it would
         // otherwise import (HTTP above all) are ones sleet never grants.
+        // Copiers and hooks keep stdio: an uncaught exception is printed
+        // there, and sleet shows it in the error. Compaction code runs
+        // where sleet links no stdio.
         Lang::Js => {
-            let file = if wit == "wit" {
-                "wit/plugin.wit"
+            let (file, disabled): (&str, &[&str]) = if wit == "wit" {
+                ("wit/plugin.wit", &["random", "clocks", "http", "fetch-event"])
             } else {
-                "wit/compaction/compaction.wit"
+                (
+                    "wit/compaction/compaction.wit",
+                    &["stdio", "random", "clocks", "http", "fetch-event"],
+                )
             };
-            vec![
-                "componentize-js",
-                "app.js",
-                "--wit",
-                file,
-                "-n",
-                world,
-                "-d",
-                "stdio",
-                "random",
-                "clocks",
-                "http",
-                "fetch-event",
-                "-o",
-                &out,
-            ]
+            let mut words = vec!["componentize-js", "app.js", "--wit", file, "-n", world, "-d"];
+            words.extend_from_slice(disabled);
+            words.extend_from_slice(&["-o", &out]);
+            words
         }
     };
     words.into_iter().map(String::from).collect()

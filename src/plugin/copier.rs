@@ -72,6 +72,7 @@ impl CopierPlugin {
         let mut store = self
             .runtime
             .store(name, limits.memory_bytes, Scope::default());
+        let output = store.data().output.clone();
         let call = async {
             let instance = self.pre.instantiate_async(&mut store).await?;
             let copier = instance.sleet_plugin_copier();
@@ -81,7 +82,7 @@ impl CopierPlugin {
         };
         let checked = self
             .runtime
-            .with_deadline(name, "describe", limits.call_timeout, call)
+            .with_deadline(name, "describe", limits.call_timeout, &output, call)
             .await?;
         match checked {
             (Err(message), _) => Err(PluginError::Config {
@@ -120,11 +121,12 @@ impl CopierPlugin {
             .store(name, limits.memory_bytes, Scope::new(objects));
         store.data_mut().stream_policy = policy;
         let bytes_written = store.data().bytes_written.clone();
+        let output = store.data().output.clone();
         let src = store.data_mut().push_store(source.clone(), false);
         let dst = store.data_mut().push_store(destination.clone(), true);
         let (src, dst) = match (src, dst) {
             (Ok(src), Ok(dst)) => (src, dst),
-            (Err(e), _) | (_, Err(e)) => return Err(super::runtime::call_error(name, e)),
+            (Err(e), _) | (_, Err(e)) => return Err(super::runtime::call_error(name, e, &output)),
         };
         let paths = objects.to_vec();
         let call = async {
@@ -139,7 +141,7 @@ impl CopierPlugin {
         };
         let finished = self
             .runtime
-            .with_deadline(name, "copy", limits.call_timeout, call)
+            .with_deadline(name, "copy", limits.call_timeout, &output, call)
             .await;
         // Dropping the store drops the writers a trap or timeout left open;
         // their uploads are aborted before this call counts as done.

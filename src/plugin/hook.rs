@@ -164,6 +164,7 @@ impl HookPlugin {
         let mut store = self
             .runtime
             .store(name, limits.memory_bytes, Scope::default());
+        let output = store.data().output.clone();
         let call = async {
             let instance = self.pre.instantiate_async(&mut store).await?;
             let hook = instance.sleet_plugin_hook();
@@ -187,7 +188,7 @@ impl HookPlugin {
         };
         let replied = self
             .runtime
-            .with_deadline(name, export, limits.call_timeout, call)
+            .with_deadline(name, export, limits.call_timeout, &output, call)
             .await;
         *peak = store.data().peak_memory();
         match replied? {

@@ -15,6 +15,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::copier_world::sleet::plugin::{blob_store, log, types};
 use super::budget::Budget;
+use super::output::GuestOutput;
 pub use super::handles::PendingAborts;
 use super::handles::{ReaderHandle, StoreHandle, WriterHandle};
 use super::text::{MAX_LOG_LINE, bounded};
@@ -142,18 +143,26 @@ pub struct HostState {
     /// Aborts of writers the call left unfinished.
     pub aborts: PendingAborts,
     memory_bytes: u64,
+    /// What the call wrote to stdout and stderr (bounded).
+    pub output: GuestOutput,
     /// How `copy-to` streams when no server-side copy is possible, and
     /// (held to half the plugin's memory) how writers upload.
     pub stream_policy: StreamPolicy,
 }
 
 impl HostState {
-    /// A state with no filesystem, network or environment, and a memory cap.
+    /// A state with no filesystem, network or environment, and a memory cap;
+    /// stdout and stderr go to a bounded buffer the host reads back.
     pub fn new(plugin: &str, memory_bytes: u64, scope: Scope) -> Self {
+        let output = GuestOutput::default();
         HostState {
             plugin: plugin.to_string(),
             table: ResourceTable::new(),
-            wasi: WasiCtx::builder().build(),
+            wasi: WasiCtx::builder()
+                .stdout(output.clone())
+                .stderr(output.clone())
+                .build(),
+            output,
             memory: Budget::new(memory_bytes),
             budget: CallBudget::new(scope.len()),
             scope,

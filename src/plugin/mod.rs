@@ -21,6 +21,7 @@ pub mod copier;
 mod handles;
 pub mod hook;
 mod host;
+pub mod output;
 pub mod producers;
 pub mod runtime;
 pub mod text;

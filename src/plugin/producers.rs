@@ -15,9 +15,12 @@ const MAX_TEXT: usize = 64;
 
 /// What the component says of itself: the languages and tools its own
 /// `producers` section names (componentize-js: `JavaScript;
-/// ComponentizeJS 0.23.0, ...`), then, when that names no language, the
-/// languages its core modules name (a Rust component's main module says
-/// `Rust`); `None` when nothing is named.
+/// ComponentizeJS 0.23.0, ...`); else a language its linked libraries
+/// show (componentize-py names none, but links CPython as
+/// `libpython3.14.so`: `Python 3.14`); else the languages its core
+/// modules name (a Rust component's main module says `Rust`, as does
+/// componentize-py's runtime, which is why the libraries come first);
+/// `None` when nothing is named.
 pub fn toolchain(bytes: &[u8]) -> Option<String> {
     let mut component = Named::default();
     let mut modules = Named::default();
@@ -27,6 +30,17 @@ pub fn toolchain(bytes: &[u8]) -> Option<String> {
         match payload {
             Payload::Version { .. } => depth += 1,
             Payload::End(_) => depth = depth.saturating_sub(1),
+            Payload::InstanceSection(instances) if depth == 1 => {
+                for instance in instances.into_iter().flatten() {
+                    if let wasmparser::Instance::Instantiate { args, .. } = instance {
+                        for arg in args.iter() {
+                            if let Some(language) = linked_language(arg.name) {
+                                component.inferred.get_or_insert(language);
+                            }
+                        }
+                    }
+                }
+            }
             Payload::CustomSection(section) => {
                 if let KnownCustom::Producers(fields) = section.as_known() {
                     let into = if depth == 1 {
@@ -43,12 +57,17 @@ pub fn toolchain(bytes: &[u8]) -> Option<String> {
     let mut parts = Vec::new();
     if !component.languages.is_empty() {
         parts.push(join(&component.languages));
+    } else if let Some(language) = &component.inferred {
+        parts.push(language.clone());
     }
     if !component.tools.is_empty() {
         parts.push(join(&component.tools));
     }
     let mut said = parts.join("; ");
-    if component.languages.is_empty() && !modules.languages.is_empty() {
+    if component.languages.is_empty()
+        && component.inferred.is_none()
+        && !modules.languages.is_empty()
+    {
         let modules = format!("modules in {}", join(&modules.languages));
         said = if said.is_empty() {
             modules
@@ -64,6 +83,18 @@ pub fn toolchain(bytes: &[u8]) -> Option<String> {
 struct Named {
     languages: BTreeSet<String>,
     tools: BTreeSet<String>,
+    /// A language shown by a library the component links, not claimed.
+    inferred: Option<String>,
+}
+
+/// The language a linked library's name shows: `libpython3.14.so` is
+/// CPython (what componentize-py links).
+fn linked_language(library: &str) -> Option<String> {
+    let version = library.strip_prefix("libpython")?.strip_suffix(".so")?;
+    let plausible = !version.is_empty()
+        && version.len() <= 8
+        && version.chars().all(|c| c.is_ascii_digit() || c == '.');
+    plausible.then(|| format!("Python {version}"))
 }
 
 impl Named {
@@ -102,6 +133,13 @@ fn named(name: &str, version: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_linked_cpython_shows_python() {
+        assert_eq!(linked_language("libpython3.14.so").as_deref(), Some("Python 3.14"));
+        assert_eq!(linked_language("libc.so"), None);
+        assert_eq!(linked_language("libpython<script>.so"), None);
+    }
 
     #[test]
     fn a_component_without_producers_names_nothing() {

@@ -12,6 +12,7 @@ use wasmtime::{Config, Engine, Store};
 
 use super::PluginError;
 use super::cache::{CompileCache, Rejected};
+use super::output::{GuestOutput, advice};
 use super::host::{HostState, Scope};
 
 /// How often the engine's epoch advances; a running plugin yields to the
@@ -30,7 +31,13 @@ pub struct PluginRuntime {
     cache: Option<CompileCache>,
     memory: Arc<tokio::sync::Semaphore>,
     observer: std::sync::OnceLock<PluginObserver>,
+    /// When each plugin's ordinary output was last logged (rate limit).
+    quiet_until: std::sync::Mutex<std::collections::BTreeMap<String, std::time::Instant>>,
 }
+
+/// A plugin's ordinary output (a call that returned) is logged at debug
+/// at most once per this long per plugin.
+const OUTPUT_LOG_EVERY: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for PluginRuntime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -72,6 +79,7 @@ impl PluginRuntime {
             cache,
             memory,
             observer: std::sync::OnceLock::new(),
+            quiet_until: std::sync::Mutex::new(std::collections::BTreeMap::new()),
         }))
     }
 
@@ -353,11 +361,25 @@ pub fn load_error(name: &str, e: wasmtime::Error) -> PluginError {
     }
 }
 
-/// Maps a failed call to a plugin error that names the plugin.
-pub fn call_error(name: &str, e: wasmtime::Error) -> PluginError {
+/// Maps a failed call to a plugin error that names the plugin and, when
+/// its output shows one, the guest's own error (and advice for the
+/// commonest mistake); the guest's last lines go to the log.
+pub fn call_error(name: &str, e: wasmtime::Error, output: &GuestOutput) -> PluginError {
+    let trap = format!("{:#}", e.root_cause());
+    let captured = output.captured();
+    if !captured.is_empty() {
+        tracing::warn!(plugin = %name, "the plugin's output before it failed: {}", captured.last_lines());
+    }
+    let message = match captured.guest_error() {
+        Some(error) => match advice(&error) {
+            Some(advice) => format!("{error} ({advice}; wasm: {trap})"),
+            None => format!("{error} (wasm: {trap})"),
+        },
+        None => trap,
+    };
     PluginError::Trap {
         name: name.into(),
-        message: format!("{:#}", e.root_cause()),
+        message,
     }
 }
 
@@ -401,6 +423,22 @@ pub enum PluginEvent<'a> {
 pub type PluginObserver = Arc<dyn Fn(PluginEvent<'_>) + Send + Sync>;
 
 impl PluginRuntime {
+    /// Logs what a call that returned wrote, at debug under the plugin's
+    /// name, at most once per [`OUTPUT_LOG_EVERY`] per plugin.
+    fn log_output(&self, name: &str, output: &GuestOutput) {
+        let captured = output.captured();
+        if captured.is_empty() || !tracing::enabled!(tracing::Level::DEBUG) {
+            return;
+        }
+        let now = std::time::Instant::now();
+        let mut quiet = self.quiet_until.lock().unwrap_or_else(|e| e.into_inner());
+        if quiet.get(name).is_some_and(|until| now < *until) {
+            return;
+        }
+        quiet.insert(name.to_string(), now + OUTPUT_LOG_EVERY);
+        tracing::debug!(plugin = %name, "plugin output: {}", captured.last_lines());
+    }
+
     /// Tells `observer` of every call and decision from now on (once).
     pub fn observe(&self, observer: PluginObserver) {
         let _ = self.observer.set(observer);
@@ -413,18 +451,22 @@ impl PluginRuntime {
     }
 
     /// Runs one call of `export` under the plugin's wall-clock limit, and
-    /// reports how it ended.
+    /// reports how it ended; `output` is the call's store's.
     pub async fn with_deadline<T>(
         &self,
         name: &str,
         export: &'static str,
         timeout: Duration,
+        output: &GuestOutput,
         call: impl Future<Output = wasmtime::Result<T>>,
     ) -> Result<T, PluginError> {
         let started = std::time::Instant::now();
         let (result, outcome) = match tokio::time::timeout(timeout, call).await {
-            Ok(Ok(value)) => (CallResult::Returned, Ok(value)),
-            Ok(Err(e)) => (CallResult::Trap, Err(call_error(name, e))),
+            Ok(Ok(value)) => {
+                self.log_output(name, output);
+                (CallResult::Returned, Ok(value))
+            }
+            Ok(Err(e)) => (CallResult::Trap, Err(call_error(name, e, output))),
             Err(_) => (
                 CallResult::Timeout,
                 Err(PluginError::Timeout {

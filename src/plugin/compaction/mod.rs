@@ -10,6 +10,7 @@
 //! (SlateDB retries it) and is reported, naming plugin and database; it
 //! never takes the node down.
 
+pub mod exercise;
 mod filter;
 mod merge;
 
@@ -70,7 +71,7 @@ fn call_within<T>(
                 name,
                 after: started.elapsed().max(limits.call_timeout),
             },
-            _ => call_error(&name, e),
+            _ => call_error(&name, e, &store.data().output),
         }
     })
 }
