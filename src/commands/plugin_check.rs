@@ -289,8 +289,14 @@ async fn report(name: &str, loaded: &Loaded, usages: &[&Usage], exercise: bool) 
             Ok(peak) => {
                 report.measured(peak, &usage.limits);
                 if exercise {
-                    exercised(&mut report, loaded, Some(&usage.what), &usage.config, &usage.limits)
-                        .await;
+                    exercised(
+                        &mut report,
+                        loaded,
+                        Some(&usage.what),
+                        &usage.config,
+                        &usage.limits,
+                    )
+                    .await;
                 }
             }
             Err(e) => report.failed(Some(&usage.what), e),
@@ -321,9 +327,20 @@ async fn exercised(
             report
                 .exercised
                 .extend(done.did.into_iter().map(|did| format!("{context}: {did}")));
-            report
-                .warnings
-                .extend(done.warnings.into_iter().map(|w| format!("{context}: {w}")));
+            let name = report.name.clone();
+            report.warnings.extend(
+                done.warnings
+                    .into_iter()
+                    .map(|w| format!("plugin {name}: {context}: {w}")),
+            );
+        }
+        // Nothing gives it settings: a plugin that needs some cannot be
+        // exercised, which is not its fault.
+        Err(e @ crate::plugin::PluginError::Config { .. }) if usage.is_none() => {
+            report.warnings.push(format!(
+                "{context}: not exercised, it needs settings ({e}); pass --config with a \
+                 sleet.toml that uses it"
+            ));
         }
         Err(e) => report.failed(Some(&context), e),
     }

@@ -36,7 +36,10 @@ use crate::store::upload::StreamPolicy;
 /// one host `read` returns (1 MiB), and an empty one.
 const OBJECTS: [(&str, usize); 3] = [
     ("compacted/01EXERCISE0000000000000001.sst", 4 * 1024),
-    ("compacted/01EXERCISE0000000000000002.sst", 1024 * 1024 + 512 * 1024),
+    (
+        "compacted/01EXERCISE0000000000000002.sst",
+        1024 * 1024 + 512 * 1024,
+    ),
     ("wal/00000000000000000001.sst", 0),
 ];
 
@@ -129,11 +132,17 @@ async fn copy(
             match outcome {
                 Reported::Copied { .. } => {}
                 Reported::NotFound => {
-                    return Err(wrong("it reported the source object missing; it is there".into()));
+                    return Err(wrong(
+                        "it reported the source object missing; it is there".into(),
+                    ));
                 }
                 Reported::Failed(message) => return Err(wrong(format!("it failed: {message}"))),
             }
-            let want = &expected.iter().find(|(p, _)| *p == path).expect("a batch object").1;
+            let want = &expected
+                .iter()
+                .find(|(p, _)| *p == path)
+                .expect("a batch object")
+                .1;
             let got = destination.store.get(&destination.path(&path)).await;
             let got = match got {
                 Ok(got) => got.bytes().await.map_err(|e| wrong(e.to_string()))?,
@@ -172,7 +181,11 @@ async fn hook_calls(
     let mut did = Vec::new();
     for (service, target, run) in [
         (crate::Service::Gc, None, "task"),
-        (crate::Service::Mirror, Some("dr".to_string()), "mirror-pass"),
+        (
+            crate::Service::Mirror,
+            Some("dr".to_string()),
+            "mirror-pass",
+        ),
     ] {
         let context = RunContext {
             database: "s3://exercise/db".into(),
@@ -191,7 +204,9 @@ async fn hook_calls(
             duration: Duration::from_millis(1500),
         };
         hook.post_run(config, limits, &context, &outcome).await?;
-        did.push(format!("{run} of {service}: pre-task said {decision:?}; post-task heard"));
+        did.push(format!(
+            "{run} of {service}: pre-task said {decision:?}; post-task heard"
+        ));
     }
     Ok(Exercised {
         did,

@@ -129,14 +129,25 @@ pub fn build_command(lang: Lang, kind: PluginKind, name: &str) -> Vec<String> {
         // where sleet links no stdio.
         Lang::Js => {
             let (file, disabled): (&str, &[&str]) = if wit == "wit" {
-                ("wit/plugin.wit", &["random", "clocks", "http", "fetch-event"])
+                (
+                    "wit/plugin.wit",
+                    &["random", "clocks", "http", "fetch-event"],
+                )
             } else {
                 (
                     "wit/compaction/compaction.wit",
                     &["stdio", "random", "clocks", "http", "fetch-event"],
                 )
             };
-            let mut words = vec!["componentize-js", "app.js", "--wit", file, "-n", world, "-d"];
+            let mut words = vec![
+                "componentize-js",
+                "app.js",
+                "--wit",
+                file,
+                "-n",
+                world,
+                "-d",
+            ];
             words.extend_from_slice(disabled);
             words.extend_from_slice(&["-o", &out]);
             words

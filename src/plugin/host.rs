@@ -15,9 +15,9 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::copier_world::sleet::plugin::{blob_store, log, types};
 use super::budget::Budget;
-use super::output::GuestOutput;
 pub use super::handles::PendingAborts;
 use super::handles::{ReaderHandle, StoreHandle, WriterHandle};
+use super::output::GuestOutput;
 use super::text::{MAX_LOG_LINE, bounded};
 use crate::store::StoreRoot;
 use crate::store::object_copy::copy_between;

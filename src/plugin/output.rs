@@ -236,7 +236,10 @@ mod tests {
         let captured = output.captured();
         assert_eq!(captured.text.len(), KEPT_BYTES);
         assert_eq!(captured.dropped, 256 * 4096 + 21 - KEPT_BYTES as u64);
-        assert_eq!(captured.guest_error().as_deref(), Some("ValueError: the end"));
+        assert_eq!(
+            captured.guest_error().as_deref(),
+            Some("ValueError: the end")
+        );
         assert!(captured.last_lines().contains("earlier bytes dropped"));
     }
 
@@ -251,7 +254,10 @@ mod tests {
             dropped: 0,
         };
         let error = python.guest_error().unwrap();
-        assert_eq!(error, "AttributeError: 'Copier' object has no attribute 'chunk'");
+        assert_eq!(
+            error,
+            "AttributeError: 'Copier' object has no attribute 'chunk'"
+        );
         assert!(advice(&error).unwrap().contains("module global"));
         let rust = Captured {
             text: "\nthread '<unnamed>' panicked at src/lib.rs:9:5:\nno chunk size\nnote: run \

@@ -136,7 +136,10 @@ mod tests {
 
     #[test]
     fn a_linked_cpython_shows_python() {
-        assert_eq!(linked_language("libpython3.14.so").as_deref(), Some("Python 3.14"));
+        assert_eq!(
+            linked_language("libpython3.14.so").as_deref(),
+            Some("Python 3.14")
+        );
         assert_eq!(linked_language("libc.so"), None);
         assert_eq!(linked_language("libpython<script>.so"), None);
     }

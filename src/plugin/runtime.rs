@@ -12,8 +12,8 @@ use wasmtime::{Config, Engine, Store};
 
 use super::PluginError;
 use super::cache::{CompileCache, Rejected};
-use super::output::{GuestOutput, advice};
 use super::host::{HostState, Scope};
+use super::output::{GuestOutput, advice};
 
 /// How often the engine's epoch advances; a running plugin yields to the
 /// async runtime at each tick.

@@ -30,7 +30,7 @@ impl Write for Capture {
     }
 }
 
-fn capture_logs() {
+pub(crate) fn capture_logs() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new("sleet=info"))
         .with_writer(|| Capture)
@@ -38,7 +38,7 @@ fn capture_logs() {
         .try_init();
 }
 
-fn logged(needle: &str) -> bool {
+pub(crate) fn logged(needle: &str) -> bool {
     String::from_utf8_lossy(&LOGS.lock().unwrap()).contains(needle)
 }
 

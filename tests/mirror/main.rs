@@ -10,6 +10,7 @@ mod common;
 mod copiers;
 #[path = "../node/db.rs"]
 mod db;
+mod guest_errors;
 mod harness;
 mod hooks;
 mod node;

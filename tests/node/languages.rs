@@ -144,7 +144,7 @@ fn config_using(lang: Lang, start: &str) -> String {
 fn toolchain_says(lang: Lang) -> &'static str {
     match lang {
         Lang::Rust => "Rust",
-        Lang::Python => "component-init-transform",
+        Lang::Python => "Python 3.",
         Lang::Js => "JavaScript; ComponentizeJS 0.23.0",
     }
 }
@@ -159,7 +159,14 @@ fn every_language_and_kind_from_sleet_plugin_new_builds_and_passes_plugin_check(
     let check = |body: &str| {
         std::fs::write(config.path(), body).unwrap();
         let plugins = path(&built.plugins);
-        let args = ["plugin", "check", "--plugin-dir", &plugins, "--config"];
+        let args = [
+            "plugin",
+            "check",
+            "--exercise",
+            "--plugin-dir",
+            &plugins,
+            "--config",
+        ];
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_sleet"))
             .args(args)
             .arg(config.path())
@@ -190,6 +197,16 @@ fn every_language_and_kind_from_sleet_plugin_new_builds_and_passes_plugin_check(
                 "{name}: well inside 64 MiB: {peak}"
             );
             assert_eq!(plugin["memory_mib"], 64, "the default budget");
+            // Exercised with the config: real calls, no trap.
+            let exercised = plugin["exercised"].as_array().map_or(0, Vec::len);
+            assert!(exercised > 0, "{name} was exercised: {plugin:#}");
+        }
+        // The streaming examples take no required settings: exercised
+        // with none.
+        for name in ["py-stream-copier", "js-stream-copier"] {
+            let plugin = plugins.iter().find(|p| p["name"] == name).unwrap();
+            let exercised = plugin["exercised"].to_string();
+            assert!(exercised.contains("copied 3 objects"), "{plugin:#}");
         }
         // A config the hook refuses: its error, raised in Python (Err),
         // thrown in JavaScript or returned in Rust, reaches the operator.

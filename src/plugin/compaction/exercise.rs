@@ -101,9 +101,7 @@ pub fn filters(
             expire_ts: None,
         };
         match call_within(store, limits, |store| filter.call_filter(store, &entry))? {
-            Ok(decision) => exercised
-                .did
-                .push(format!("filtered {what}: {decision:?}")),
+            Ok(decision) => exercised.did.push(format!("filtered {what}: {decision:?}")),
             Err(message) => exercised.warnings.push(format!(
                 "filtering {what} returned an error: {}",
                 plugin_message(message)
