@@ -14,6 +14,10 @@
 // exceed twice the largest object by 16 MiB or so: 144 for SlateDB's
 // default 64 MiB L0 SSTs. `copyTo` (js-copy-copier) has no such cost.
 
+// State lives in module variables, set in `configure`: sleet makes a
+// fresh instance for every call and calls `configure` on it first, so
+// nothing outlives a call. An uncaught exception is shown in sleet's
+// error and log, with its line.
 let chunkBytes = 1024 * 1024;
 
 export const copier = {

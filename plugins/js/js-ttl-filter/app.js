@@ -11,6 +11,9 @@
 // and entries without a write time are kept.
 
 const UNIT_MS = { ms: 1n, s: 1000n, m: 60000n, h: 3600000n, d: 86400000n };
+// State lives in module variables, set in `configure`: sleet makes a
+// fresh instance for every compaction job and calls `configure` on it
+// first, so nothing outlives a job.
 let maxAgeMs = null;
 let job = null;
 

@@ -5,6 +5,10 @@
 // Settings: `start = "HH:MM"`, `end = "HH:MM"` (UTC; a window may wrap past
 // midnight), `services = "mirror,gc"` (default: `mirror`).
 
+// State lives in module variables, set in `configure`: sleet makes a
+// fresh instance for every call and calls `configure` on it first, so
+// nothing outlives a call. An uncaught exception is shown in sleet's
+// error and log, with its line.
 let window = null;
 
 function minuteOf(text) {

@@ -17,6 +17,9 @@ class Copier(exports.Copier):
         return copier.Info(name="py-copy-copier", version="0.1.0", max_batch=0)
 
     def configure(self, cfg):
+        # Nothing is kept here. Were there settings, they would go in module
+        # globals: componentize-py makes a new instance for every call, so
+        # an attribute set on `self` now is gone when `copy` runs.
         # An error is raised as Err(...): sleet reports it as a config problem.
         for key, _ in cfg:
             raise Err(f"py-copy-copier takes no settings, got {key!r}")

@@ -18,6 +18,9 @@ def counter(value, what):
 
 class MergeOperator(exports.MergeOperator):
     def configure(self, cfg):
+        # Nothing is kept here. Were there settings, they would go in module
+        # globals: componentize-py makes a new instance for every call, so
+        # an attribute set on `self` now is gone when `merge_batch` runs.
         for key, _ in cfg:
             raise Err(f"py-counter-merge takes no settings, got {key!r}")
 

@@ -19,6 +19,10 @@ from componentize_py_types import Err, Ok
 from wit_world.exports import copier
 from wit_world.imports import types
 
+# State lives in module globals, set in `configure`: componentize-py makes
+# a new instance of the class for every call, so an attribute set on
+# `self` in `configure` is gone by the next call (an AttributeError,
+# which sleet shows with this advice).
 chunk_bytes = 1024 * 1024
 
 

@@ -18,6 +18,10 @@ from componentize_py_types import Err
 from wit_world.exports import compaction_filter as cf
 
 UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+# State lives in module globals, set in `configure`: componentize-py makes
+# a new instance of the class for every call, so an attribute set on
+# `self` in `configure` is gone by the next call (an AttributeError,
+# which sleet shows with this advice).
 max_age_ms = None
 job = None
 

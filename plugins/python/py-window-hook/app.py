@@ -10,6 +10,10 @@ from wit_world import exports
 from componentize_py_types import Err
 from wit_world.exports import hook
 
+# State lives in module globals, set in `configure`: componentize-py makes
+# a new instance of the class for every call, so an attribute set on
+# `self` in `configure` is gone by the next call (an AttributeError,
+# which sleet shows with this advice).
 window = None
 
 

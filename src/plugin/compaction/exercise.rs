@@ -18,8 +18,11 @@ pub struct Exercised {
     pub warnings: Vec<String>,
 }
 
+/// One merge tried: what its values are, the existing value, the operands.
+type MergeCase = (&'static str, Option<Vec<u8>>, Vec<Vec<u8>>);
+
 /// Operands of the two shapes tried: counters, then text.
-fn operand_sets() -> [(&'static str, Option<Vec<u8>>, Vec<Vec<u8>>); 2] {
+fn operand_sets() -> [MergeCase; 2] {
     let counter = |n: u64| n.to_le_bytes().to_vec();
     [
         (
