@@ -7,6 +7,8 @@
 //! for their knobs).
 //! Figures go to stdout; docs/performance.md records a run.
 
+mod scale_cli;
+
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::Arc;
@@ -62,6 +64,10 @@ fn main() {
     if filter.iter().any(|f| f == "scale") {
         let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
         runtime.block_on(scale_bench());
+    }
+    if filter.iter().any(|f| f == "scale-cli") {
+        let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+        runtime.block_on(scale_cli::scale_cli_bench());
     }
     if filter.iter().any(|f| f == "look-floor") {
         let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
@@ -390,6 +396,15 @@ impl IdleFleet {
     /// Only the databases `wanted` says a node may open are created; all
     /// `count` are registered.
     async fn copies(count: usize, wanted: impl Fn(&str) -> bool) -> IdleFleet {
+        IdleFleet::copies_aged(count, Some(Duration::from_secs(3600)), wanted).await
+    }
+
+    /// [`IdleFleet::copies`] written `age` ago (`None`: just now).
+    async fn copies_aged(
+        count: usize,
+        age: Option<Duration>,
+        wanted: impl Fn(&str) -> bool,
+    ) -> IdleFleet {
         let root = tempfile::tempdir().expect("a temporary root");
         let data = tempfile::tempdir().expect("a temporary data dir");
         let fleet = Fleet::open(&format!("file://{}", root.path().display())).expect("the root");
@@ -397,7 +412,9 @@ impl IdleFleet {
         let original = data.path().join("original");
         seed_idle_database(&format!("file://{}", original.display())).await;
         // Written an hour ago: a node starting over databases long idle.
-        backdate_tree(&original, Duration::from_secs(3600));
+        if let Some(age) = age {
+            backdate_tree(&original, age);
+        }
         std::fs::create_dir_all(root.path().join("dbs")).expect("dbs/");
         let mut created = 0;
         let urls: Vec<String> = (0..count)
