@@ -7,6 +7,7 @@
 //! for their knobs).
 //! Figures go to stdout; docs/performance.md records a run.
 
+#[path = "fleet/scale_cli.rs"]
 mod scale_cli;
 
 use std::collections::BTreeMap;
