@@ -83,7 +83,7 @@ pub async fn scale_cli_bench() {
             resident * 1024.0 / count as f64
         );
     }
-    let tail: Vec<f64> = cpu_samples.iter().rev().take(10).copied().collect();
+    let tail: Vec<f64> = cpu_samples.iter().rev().take(5).copied().collect();
     if let (Some((resident, _)), false) = (sample(pid), tail.is_empty()) {
         println!(
             "scale-cli: at the end {:.1} KiB per database ({resident:.1} MiB), {:.2}% of a core \

@@ -13,8 +13,9 @@
 //! (the config re-read beside the tick), [`supervisor`]
 //! (one task's runs, restarts and hooks, dispatching to the SlateDB
 //! services and the mirror side by side), [`stores`] (which stores the
-//! node may write to, from their checks) and [`board`] (the task states
-//! supervisors write and heartbeats, status and probes read).
+//! node may write to, from their checks), [`board`] (the task states
+//! supervisors write and heartbeats, status and probes read) and
+//! [`memory`] (freed memory handed back to the system).
 //!
 //! May import: every layer below: `services`, `mirror`, `observe`,
 //! `plugin`, `fleet`, `config`, `store`, `model`. It returns its own
@@ -23,6 +24,7 @@
 mod board;
 mod config_polls;
 mod error;
+mod memory;
 mod node;
 mod options;
 mod owned;

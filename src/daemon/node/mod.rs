@@ -140,6 +140,8 @@ struct Node {
     clock_reading: Option<ClockReading>,
     /// The largest clock skew the fleet tolerates, from the config.
     skew_bound: Duration,
+    /// Hands freed memory back once a minute (`daemon::memory`).
+    trimmer: crate::daemon::memory::Trimmer,
 }
 
 /// Runs a node until `shutdown` is cancelled, then stops its tasks
@@ -247,6 +249,7 @@ impl Node {
             clock_samples: VecDeque::new(),
             clock_reading: None,
             skew_bound,
+            trimmer: crate::daemon::memory::Trimmer::new(),
         })
     }
 
@@ -328,6 +331,7 @@ impl Node {
         }
         self.record_stores(&store_settings);
         self.publish(heartbeat_written, live_nodes);
+        self.trimmer.tick();
         self.metrics.tick_took(started.elapsed());
     }
 
