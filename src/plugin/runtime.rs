@@ -426,13 +426,18 @@ impl PluginRuntime {
     /// Logs what a call that returned wrote, at debug under the plugin's
     /// name, at most once per [`OUTPUT_LOG_EVERY`] per plugin.
     fn log_output(&self, name: &str, output: &GuestOutput) {
-        let captured = output.captured();
-        if captured.is_empty() || !tracing::enabled!(tracing::Level::DEBUG) {
+        // Every call that returned comes here: nothing is copied unless
+        // it would be logged.
+        if !tracing::enabled!(tracing::Level::DEBUG) {
             return;
         }
         let now = std::time::Instant::now();
         let mut quiet = self.quiet_until.lock().unwrap_or_else(|e| e.into_inner());
         if quiet.get(name).is_some_and(|until| now < *until) {
+            return;
+        }
+        let captured = output.captured();
+        if captured.is_empty() {
             return;
         }
         quiet.insert(name.to_string(), now + OUTPUT_LOG_EVERY);

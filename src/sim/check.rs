@@ -14,8 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use super::history;
-use super::store::ManifestWrite;
+use super::history::Histories;
 
 use crate::daemon::owned_tasks;
 use crate::fleet::root::{ConfigPoller, FleetRoot, NodeSighting, node_view};
@@ -237,10 +236,10 @@ pub const TWO_COMPACTORS: &str = "two-compactors-one-epoch";
 /// whatever compactor epoch holds, so they are judged by the first rule
 /// only; a node's services write through views of their own, `n1/gc`,
 /// `n1/coordinator`.)
-pub async fn epochs(writes: &[ManifestWrite]) -> Vec<Violation> {
+pub fn epochs(histories: &Histories<'_>) -> Vec<Violation> {
     let mut violations = Vec::new();
-    for (database, writes) in history::by_database(writes) {
-        match history::decoded(&database, &writes).await {
+    for (database, decoded) in histories {
+        match decoded {
             Ok(decoded) => {
                 let versions: Vec<Version> = decoded
                     .iter()
@@ -251,7 +250,7 @@ pub async fn epochs(writes: &[ManifestWrite]) -> Vec<Violation> {
                         writer_epoch: v.manifest.writer_epoch(),
                     })
                     .collect();
-                violations.extend(judge_epochs(&database, &versions));
+                violations.extend(judge_epochs(database, &versions));
             }
             Err(e) => violations.push(Violation {
                 name: FENCED_WROTE,

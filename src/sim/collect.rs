@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::check::Violation;
-use super::history;
-use super::store::{Deletion, ManifestWrite};
+use super::history::Histories;
+use super::store::Deletion;
 use crate::mirror::layout::{manifest_name, manifest_objects};
 
 /// An object was deleted while a manifest still referenced it.
@@ -35,11 +35,11 @@ pub struct Keeps {
 }
 
 /// Judges every deletion under each database whose manifests the run wrote.
-pub async fn collections(writes: &[ManifestWrite], deletions: &[Deletion]) -> Vec<Violation> {
+pub fn collections(histories: &Histories<'_>, deletions: &[Deletion]) -> Vec<Violation> {
     let mut violations = Vec::new();
-    for (database, writes) in history::by_database(writes) {
+    for (database, decoded) in histories {
         // An unreadable version is the epoch check's to report.
-        let Ok(decoded) = history::decoded(&database, &writes).await else {
+        let Ok(decoded) = decoded else {
             continue;
         };
         let versions: Vec<Keeps> = decoded
@@ -64,7 +64,7 @@ pub async fn collections(writes: &[ManifestWrite], deletions: &[Deletion]) -> Ve
                 Some((name.to_string(), d.at, d.author.as_str()))
             })
             .collect();
-        violations.extend(judge_collections(&database, &versions, &deleted));
+        violations.extend(judge_collections(database, &versions, &deleted));
     }
     violations
 }

@@ -13,11 +13,12 @@ use super::FaultMix;
 use super::check::{self, PANIC, Running, Violation};
 use super::clock::{SimClock, Skew};
 use super::collect::collections;
+use super::history::histories;
 use super::inject::inject;
 use super::mirror::Which;
 use super::store::{FaultLevels, SimStore};
 use super::trace::Trace;
-use super::world::{ROOT_URL, SimNode, World, database_url};
+use super::world::{MIRROR_BUCKET, ROOT_URL, SimNode, World, database_path, database_url};
 use crate::fleet::root::FleetRoot;
 use crate::model::planted::{Planted, plant};
 use crate::testing::Chaos;
@@ -265,20 +266,22 @@ async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
         }
     }
     // Every manifest written, judged by its epochs; every object deleted,
-    // by the manifests of its moment.
+    // by the manifests of its moment (each history decoded once, for both).
     let manifests = world.store.manifests();
-    let found = check::epochs(&manifests).await;
+    let histories = histories(&manifests).await;
+    let found = check::epochs(&histories);
     world.judged(found, &mut violations);
     let deletions = world.store.deletions();
+    let mirrors = database_path(MIRROR_BUCKET);
     let at_mirrors = deletions
         .iter()
-        .filter(|d| d.location.as_ref().starts_with("sim-mirror/"))
+        .filter(|d| d.location.prefix_matches(&mirrors))
         .count();
     world.note(format!(
         "judging {} deletions, {at_mirrors} of them at mirrors",
         deletions.len()
     ));
-    let found = collections(&manifests, &deletions).await;
+    let found = collections(&histories, &deletions);
     world.judged(found, &mut violations);
     for node in nodes.iter_mut() {
         if let Some(run) = node.run.take() {

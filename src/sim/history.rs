@@ -23,8 +23,22 @@ pub struct Decoded<'a> {
     pub manifest: VersionedManifest,
 }
 
+/// Each database's history (its store path, and its versions decoded in
+/// id order, or why they could not be), decoded once for every check.
+pub type Histories<'a> = Vec<(String, Result<Vec<Decoded<'a>>, String>)>;
+
+/// Every database's history in `writes`.
+pub async fn histories(writes: &[ManifestWrite]) -> Histories<'_> {
+    let mut all = Vec::new();
+    for (database, writes) in by_database(writes) {
+        let decoded = decoded(&database, &writes).await;
+        all.push((database, decoded));
+    }
+    all
+}
+
 /// The writes grouped by the database (its store path) they belong to.
-pub fn by_database(writes: &[ManifestWrite]) -> BTreeMap<String, Vec<&ManifestWrite>> {
+fn by_database(writes: &[ManifestWrite]) -> BTreeMap<String, Vec<&ManifestWrite>> {
     let mut grouped: BTreeMap<String, Vec<&ManifestWrite>> = BTreeMap::new();
     for write in writes {
         if let Some((database, _)) = write.location.as_ref().rsplit_once("/manifest/") {
@@ -35,7 +49,7 @@ pub fn by_database(writes: &[ManifestWrite]) -> BTreeMap<String, Vec<&ManifestWr
 }
 
 /// One database's versions, decoded, in id order.
-pub async fn decoded<'a>(
+async fn decoded<'a>(
     database: &str,
     writes: &[&'a ManifestWrite],
 ) -> Result<Vec<Decoded<'a>>, String> {
