@@ -102,6 +102,21 @@ fn cpu_seconds() -> f64 {
     seconds(usage.ru_utime) + seconds(usage.ru_stime) - stand_ins
 }
 
+/// This process's user and system CPU seconds and minor page faults so
+/// far (stand-ins included): where the node's CPU goes, the kernel's share
+/// and how much of it is pages faulted back in.
+fn cpu_split() -> (f64, f64, f64) {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the struct it is given.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (
+        seconds(usage.ru_utime),
+        seconds(usage.ru_stime),
+        usage.ru_minflt as f64,
+    )
+}
+
 /// CPU nanoseconds the calling thread has used.
 fn thread_cpu_nanos() -> u64 {
     let mut now: libc::timespec = unsafe { std::mem::zeroed() };
@@ -692,6 +707,8 @@ struct Measured {
     kinds: Vec<(String, f64)>,
     per_database: f64,
     cpu_per_minute: f64,
+    /// User and system CPU seconds and minor page faults a minute.
+    split_per_minute: (f64, f64, f64),
     resident_mib: f64,
 }
 
@@ -723,6 +740,11 @@ impl Measured {
             self.cpu_per_minute / 60.0 * 100.0,
             self.resident_mib,
             self.window_secs
+        ));
+        let (user, system, faults) = self.split_per_minute;
+        lines.push(format!(
+            "{bench}: of which user {user:.2} s/min, system {system:.2} s/min; \
+             {faults:.0} minor page faults a minute"
         ));
         lines.join("\n")
     }
@@ -795,8 +817,10 @@ impl CountedNode {
         let kinds_before = self.service_counts.by_kind();
         let queue_before = self.metrics.node.event_queue_requests.get();
         let cpu_before = cpu_seconds();
+        let split_before = cpu_split();
         tokio::time::sleep(Duration::from_secs(window_secs)).await;
         let cpu = cpu_seconds() - cpu_before;
+        let split_after = cpu_split();
         let queue = self.metrics.node.event_queue_requests.get() - queue_before;
         let root_after = snapshot(&self.root_counts);
         let service_after = snapshot(&self.service_counts);
@@ -819,6 +843,11 @@ impl CountedNode {
             kinds,
             per_database: service_total as f64 / minutes / count as f64,
             cpu_per_minute: cpu / minutes,
+            split_per_minute: (
+                (split_after.0 - split_before.0) / minutes,
+                (split_after.1 - split_before.1) / minutes,
+                (split_after.2 - split_before.2) / minutes,
+            ),
             resident_mib: resident_mib(),
         }
     }

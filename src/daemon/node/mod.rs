@@ -84,7 +84,8 @@ struct ReconcileInputs {
 type SharedReports = Arc<Vec<crate::observe::probes::TaskReport>>;
 
 struct RunningTask {
-    spec: TaskSpec,
+    /// Shared with the task's supervisor.
+    spec: Arc<TaskSpec>,
     token: CancellationToken,
     /// The supervisor's task: a stopped one may still be finishing after
     /// its replacement under the same key started.
@@ -110,6 +111,8 @@ struct Node {
     /// The time hooks are told.
     clock: Clock,
     mirror: MirrorRuntime,
+    /// What every task shares, as the last spawn built it.
+    task_shared: Option<Arc<crate::daemon::supervisor::TaskShared>>,
     polls: ConfigPolls,
     view: FleetView,
     running: BTreeMap<TaskKey, RunningTask>,
@@ -227,6 +230,7 @@ impl Node {
             clock: options.clock,
             mirror: MirrorRuntime::new(copiers, options.max_mirror_jobs)
                 .with_metrics(options.metrics.clone()),
+            task_shared: None,
             polls: ConfigPolls::new(root.clone(), poller),
             root,
             view,

@@ -10,9 +10,8 @@ use tracing::{info, warn};
 
 use super::{Node, RunningTask};
 use crate::daemon::owned::{TaskKey, TaskSpec};
-use crate::daemon::supervisor::Supervisor;
+use crate::daemon::supervisor::{Supervisor, TaskShared};
 use crate::model::planted::{Planted, planted};
-use crate::plugin::hook::HookRunner;
 use crate::services::outside_compactor::records::HandoverLimits;
 
 impl Node {
@@ -47,7 +46,8 @@ impl Node {
     pub(super) fn reconcile(&mut self, owned: BTreeMap<TaskKey, TaskSpec>) {
         let keep_all = planted(Planted::TasksOutliveOwnership);
         self.running.retain(|key, task| {
-            let keep = owned.get(key) == Some(&task.spec) || (keep_all && !owned.contains_key(key));
+            let keep =
+                owned.get(key) == Some(&*task.spec) || (keep_all && !owned.contains_key(key));
             if !keep {
                 info!(database = %key.database, service = %key.service, "stopping task");
                 task.token.cancel();
@@ -64,37 +64,53 @@ impl Node {
 
     pub(super) fn spawn(&mut self, key: TaskKey, spec: TaskSpec) {
         info!(database = %key.database, service = %key.service, "starting task");
-        let node = self.settings();
         let token = CancellationToken::new();
         self.next_instance += 1;
+        let spec = Arc::new(spec);
         let supervisor = Supervisor {
             key: key.clone(),
-            work: spec.work.clone(),
-            hooks: HookRunner {
-                hooks: spec.hooks.clone(),
-                plugins: self.plugins.clone(),
-                node_id: self.id.clone(),
-                clock: self.clock.clone(),
-            },
+            spec: spec.clone(),
             instance: self.next_instance,
-            board: self.board.clone(),
-            opener: self.opener.clone(),
-            records: Arc::new(self.records.clone().with_handover(HandoverLimits {
-                timeout: node.heartbeat_timeout,
-                // The holder stops at its next tick, anywhere within an
-                // interval: looking four times as often keeps the added
-                // wait a fraction of it (two LISTs a look).
-                poll: node.heartbeat_interval / 4,
-            })),
-            wakes: self.wakes.clone(),
-            mirror: self.mirror.clone(),
-            metrics: self.metrics.clone(),
-            fenced_wait: node.heartbeat_interval,
+            shared: self.task_shared(),
         };
         let handle = self.tasks.spawn(supervisor.run(token.clone()));
         let id = handle.id();
         self.task_keys.insert(id, key.clone());
         self.running.insert(key, RunningTask { spec, token, id });
+    }
+
+    /// What the node's tasks share, built again only when the node's
+    /// settings it holds change (a task keeps what it started with).
+    fn task_shared(&mut self) -> Arc<TaskShared> {
+        let node = self.settings();
+        let handover = HandoverLimits {
+            timeout: node.heartbeat_timeout,
+            // The holder stops at its next tick, anywhere within an
+            // interval: looking four times as often keeps the added wait
+            // a fraction of it (two LISTs a look).
+            poll: node.heartbeat_interval / 4,
+        };
+        let current = self.task_shared.as_ref().filter(|shared| {
+            shared.records.handover_limits() == handover
+                && shared.fenced_wait == node.heartbeat_interval
+        });
+        if let Some(shared) = current {
+            return shared.clone();
+        }
+        let shared = Arc::new(TaskShared {
+            plugins: self.plugins.clone(),
+            node_id: self.id.clone(),
+            clock: self.clock.clone(),
+            board: self.board.clone(),
+            opener: self.opener.clone(),
+            records: self.records.clone().with_handover(handover),
+            wakes: self.wakes.clone(),
+            mirror: self.mirror.clone(),
+            metrics: self.metrics.clone(),
+            fenced_wait: node.heartbeat_interval,
+        });
+        self.task_shared = Some(shared.clone());
+        shared
     }
 
     pub(super) async fn shut_down(mut self) {
