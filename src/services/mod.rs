@@ -181,10 +181,6 @@ pub async fn run_service(
     // Boxed: a start-up check, held by every task's future for its whole
     // life if inline (the largest state an idle task would carry).
     Box::pin(db.gated(db.check_servable())).await?;
-    // Each service's idle loop is boxed: the three share this one future
-    // type, so inline every task would carry the largest loop's state
-    // (the workers', about 1.7 KB against the others' 0.7-0.8 in a debug
-    // build) for as long as the node owns it; boxed, each holds its own.
     match spec {
         ServiceSpec::Gc(gc, idle) if idle.settings.enabled => {
             started();
@@ -206,20 +202,13 @@ pub async fn run_service(
                 grid_origin: Some(wakes.grid_origin()),
                 ..Signals::default()
             };
-            Box::pin(run_while_busy(
-                &mut watch,
-                &idle.settings,
-                &token,
-                &signals,
-                vet,
-                |child| {
-                    let (options, recorder) = (options.clone(), recorder.clone());
-                    async move {
-                        let result = run_gc(db, options, recorder, child).await;
-                        result.map_err(|e| db.slatedb_error(e).into())
-                    }
-                },
-            ))
+            while_busy(&mut watch, idle, &token, &signals, vet, |child| {
+                let (options, recorder) = (options.clone(), recorder.clone());
+                async move {
+                    let result = run_gc(db, options, recorder, child).await;
+                    result.map_err(|e| db.slatedb_error(e).into())
+                }
+            })
             .await
         }
         ServiceSpec::Gc(gc, _) => {
@@ -246,20 +235,13 @@ pub async fn run_service(
                 flow: Some(wakes.flow()),
                 grid_origin: Some(wakes.grid_origin()),
             };
-            Box::pin(run_while_busy(
-                &mut watch,
-                &idle.settings,
-                &token,
-                &signals,
-                vet,
-                |child| {
-                    let recorder = recorder.clone();
-                    async move {
-                        let claim = db.may_compact(records, outside).await?;
-                        run_coordinator(db, c, code, claim, records, recorder, child).await
-                    }
-                },
-            ))
+            while_busy(&mut watch, idle, &token, &signals, vet, |child| {
+                let recorder = recorder.clone();
+                async move {
+                    let claim = db.may_compact(records, outside).await?;
+                    run_coordinator(db, c, code, claim, records, recorder, child).await
+                }
+            })
             .await
         }
         ServiceSpec::Coordinator(c, outside, ..) => {
@@ -288,17 +270,10 @@ pub async fn run_service(
             };
             // No look of their own before they start: the looks only start
             // the workers on activity, which `vet` has just passed.
-            Box::pin(run_while_busy(
-                &mut watch,
-                &idle.settings,
-                &token,
-                &signals,
-                vet,
-                |child| {
-                    let recorder = recorder.clone();
-                    run_workers(db, w, code, outside, records, recorder, child)
-                },
-            ))
+            while_busy(&mut watch, idle, &token, &signals, vet, |child| {
+                let recorder = recorder.clone();
+                run_workers(db, w, code, outside, records, recorder, child)
+            })
             .await
         }
         ServiceSpec::Workers(w, outside, ..) => {
@@ -307,6 +282,36 @@ pub async fn run_service(
             Box::pin(run_workers(db, w, code, outside, records, recorder, token)).await
         }
     }
+}
+
+/// [`run_while_busy`] with `idle`'s settings, on the heap. Boxed because
+/// the three services' loops are one future type (this function's): inline,
+/// every task would carry the largest loop's state (the workers', about
+/// 1.7 KB against the others' 0.7-0.8 in a debug build) for as long as
+/// the node owns it; boxed, each holds its own.
+fn while_busy<'a, E, F, Fut, V, VFut>(
+    watch: &'a mut VersionWatch,
+    idle: &'a ServiceIdle,
+    token: &'a CancellationToken,
+    signals: &'a Signals<'a>,
+    vet: V,
+    service: F,
+) -> std::pin::Pin<Box<impl std::future::Future<Output = Result<(), E>> + 'a>>
+where
+    E: 'a,
+    F: FnMut(CancellationToken) -> Fut + 'a,
+    Fut: std::future::Future<Output = Result<(), E>> + 'a,
+    V: FnMut() -> VFut + 'a,
+    VFut: std::future::Future<Output = Result<(), E>> + 'a,
+{
+    Box::pin(run_while_busy(
+        watch,
+        &idle.settings,
+        token,
+        signals,
+        vet,
+        service,
+    ))
 }
 
 /// Runs a SlateDB service's `run` until it ends, or until `token` is
