@@ -9,7 +9,9 @@
 //!
 //! `SLEET_BENCH_SCALE_DATABASES` (10,000); `SLEET_BENCH_SCALE_FRESH=1`
 //! copies written moments ago (a user who just made them) instead of an
-//! hour ago (a node restarting over a quiet fleet).
+//! hour ago (a node restarting over a quiet fleet);
+//! `SLEET_BENCH_SCALE_CONFIG=<file>` the fleet's `sleet.toml` (the
+//! defaults without it), to measure what an operator's settings cost.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -45,6 +47,16 @@ pub async fn scale_cli_bench() {
     let idle = IdleFleet::copies_aged(count, age, |_| true).await;
     let root_url = idle.fleet.root().url().to_string();
     let root_dir = std::path::PathBuf::from(root_url.trim_start_matches("file://"));
+    if let Some(config) = std::env::var_os("SLEET_BENCH_SCALE_CONFIG") {
+        std::fs::copy(&config, root_dir.join("sleet.toml")).expect("SLEET_BENCH_SCALE_CONFIG");
+        println!(
+            "scale-cli: sleet.toml from {}:\n{}",
+            std::path::Path::new(&config).display(),
+            std::fs::read_to_string(&config)
+                .unwrap_or_default()
+                .trim_end()
+        );
+    }
     let log = std::fs::File::create(root_dir.join("node.log")).expect("the node's log file");
     let binary = env!("CARGO_BIN_EXE_sleet");
     let mut node = Command::new(binary)
