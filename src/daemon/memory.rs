@@ -10,6 +10,11 @@
 //! So the node trims once a minute, from its tick: the call walks the
 //! arenas' free lists and returns whole free pages, a few milliseconds.
 //! A no-op where the allocator is not glibc's.
+//!
+//! The `sleet` binary allocates with jemalloc (see `src/main.rs`), which
+//! returns freed pages by itself and fragments less: there the trim only
+//! reaches what C code allocates. It stays for programs that embed the
+//! library on glibc's allocator (the benches, the tests).
 
 use std::time::{Duration, Instant};
 
