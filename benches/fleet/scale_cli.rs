@@ -48,13 +48,12 @@ pub async fn scale_cli_bench() {
     let root_url = idle.fleet.root().url().to_string();
     let root_dir = std::path::PathBuf::from(root_url.trim_start_matches("file://"));
     if let Some(config) = std::env::var_os("SLEET_BENCH_SCALE_CONFIG") {
-        std::fs::copy(&config, root_dir.join("sleet.toml")).expect("SLEET_BENCH_SCALE_CONFIG");
+        let text = std::fs::read_to_string(&config).expect("SLEET_BENCH_SCALE_CONFIG's file");
+        std::fs::write(root_dir.join("sleet.toml"), &text).expect("the fleet's sleet.toml");
         println!(
             "scale-cli: sleet.toml from {}:\n{}",
             std::path::Path::new(&config).display(),
-            std::fs::read_to_string(&config)
-                .unwrap_or_default()
-                .trim_end()
+            text.trim_end()
         );
     }
     let log = std::fs::File::create(root_dir.join("node.log")).expect("the node's log file");
