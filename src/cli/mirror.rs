@@ -44,8 +44,9 @@ pub enum MirrorCommand {
         backup: String,
         /// Empty destination root URL
         dest: String,
-        /// The restore point: a manifest id or an RFC 3339 timestamp. Default: the backup's latest
-        /// manifest
+        /// The restore point: an RFC 3339 time (the writes acknowledged by then, within one WAL
+        /// object) or a manifest id (that manifest alone). Default: every write the backup holds
+        /// (its newest restore point and the WAL run after it)
         #[arg(long, value_parser = parse_restore_point)]
         at: Option<RestorePoint>,
         /// Restore even when the restore point's objects are missing or shorter than its manifests
@@ -228,10 +229,17 @@ fn render_restore(r: &MirrorRestoreResponse) -> String {
         .source
         .as_ref()
         .map_or(String::new(), |source| format!(" (a mirror of {source})"));
+    let newest = r.newest_write.map_or(String::new(), |at| {
+        format!(
+            ", newest write {}",
+            at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        )
+    });
     format!(
-        "restored {}{of} at manifest {} into {}: {} manifests, {} objects, {} bytes\n",
+        "restored {}{of} at manifest {} and WAL {}{newest} into {}: {} manifests, {} objects, {} bytes\n",
         r.backup,
         r.manifest_id,
+        r.wal_end,
         r.destination,
         r.manifests_committed,
         r.objects_copied,
@@ -258,6 +266,24 @@ fn render_verify(r: &VerifyReport) -> String {
         out.push_str(&format!(
             "note: the newest restore point is manifest {point}; manifest {latest} is support \
              a pass committed before it was cut off, and the next pass supersedes it\n"
+        ));
+    }
+    if let Some(end) = r.wal_end {
+        let at = r
+            .newest_restorable_write
+            .map_or("unknown".to_string(), |at| {
+                at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+            });
+        out.push_str(&format!(
+            "newest restorable write: {at} (WAL {end}, the end of the contiguous run after the \
+             newest restore point)\n"
+        ));
+    }
+    if r.stranded_wal > 0 {
+        out.push_str(&format!(
+            "note: {} WAL objects lie after a gap in the WAL run and cannot be restored until a \
+             pass commits a manifest past it\n",
+            r.stranded_wal
         ));
     }
     out.push_str(&format!(

@@ -193,6 +193,8 @@ pub async fn restore_urls(
         destination: destination.to_string(),
         source: outcome.source,
         manifest_id: outcome.manifest_id,
+        wal_end: outcome.wal_end,
+        newest_write: outcome.newest_write,
         manifests_committed: outcome.manifests_committed,
         objects_copied: outcome.objects_copied,
         bytes_copied: outcome.bytes_copied,

@@ -60,6 +60,23 @@ pub(crate) async fn get_bytes(
     }
 }
 
+/// An object's bytes and metadata, or `None` when it does not exist.
+pub(crate) async fn get_with_meta(
+    root: &StoreRoot,
+    name: &str,
+) -> Result<Option<(bytes::Bytes, object_store::ObjectMeta)>, MirrorError> {
+    let fetched = async {
+        let got = root.store.get(&root.path(name)).await?;
+        let meta = got.meta.clone();
+        Ok::<_, object_store::Error>((got.bytes().await?, meta))
+    };
+    match fetched.await {
+        Ok(found) => Ok(Some(found)),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(store_error("read", root, name, e)),
+    }
+}
+
 /// Writes `body` only if `name` does not exist; false when it does.
 pub(crate) async fn put_create_new(
     root: &StoreRoot,
@@ -122,6 +139,29 @@ pub(crate) async fn list_dir(
     while let Some(meta) = listing.next().await {
         let meta = meta.map_err(|e| store_error("list", root, dir, e))?;
         objects.insert(root.relative(&meta.location).to_string(), meta);
+    }
+    Ok(objects)
+}
+
+/// The root's WAL objects with ids above `after`, by id, from one listing
+/// that starts there (a page per 1,000 objects, whatever lies below).
+pub(crate) async fn list_wal_after(
+    root: &StoreRoot,
+    after: u64,
+) -> Result<BTreeMap<u64, object_store::ObjectMeta>, MirrorError> {
+    let prefix = root.path(WAL_DIR);
+    let offset = root.path(&super::layout::wal_name(after));
+    let mut objects = BTreeMap::new();
+    let mut listing = root.store.list_with_offset(Some(&prefix), &offset);
+    while let Some(meta) = listing.next().await {
+        let meta = meta.map_err(|e| store_error("list", root, WAL_DIR, e))?;
+        let relative = root.relative(&meta.location).to_string();
+        let id = relative
+            .strip_prefix("wal/")
+            .and_then(super::layout::parse_wal_file);
+        if let Some(id) = id.filter(|id| *id > after) {
+            objects.insert(id, meta);
+        }
     }
     Ok(objects)
 }

@@ -1,14 +1,19 @@
 //! How far a mirror destination trails its source, for `status --mirrors`.
 //! Read-only at both ends.
 
+use std::collections::BTreeSet;
+
 use slatedb::seq_tracker::FindOption;
 
 use super::MirrorError;
 use super::io::{list_dir, read_latest};
-use super::layout::{WAL_DIR, parse_wal_file};
+use super::layout::{MANIFEST_DIR, WAL_DIR, parse_manifest_file, parse_wal_file};
+use super::points::newest_restore_point;
+use super::restore::replay_of;
+use super::wal_run::latest_end;
+use super::wal_times::WalListing;
 use crate::fleet::database::DatabaseHandle;
 use crate::model::response::MirrorStatus;
-use crate::store::StoreRoot;
 
 /// Fills the lag fields of `status` from the source and destination.
 pub async fn probe(
@@ -22,9 +27,14 @@ pub async fn probe(
             url: source.url().to_string(),
         })?;
     status.source_manifest_id = Some(head.id());
-    let source_wal = highest_wal(&source.root()).await?;
-    let dest_wal = highest_wal(&destination.root()).await?;
-    status.wal_behind = source_wal.map(|s| s.saturating_sub(dest_wal.unwrap_or(0)));
+    let source_wal = list_dir(&source.root(), WAL_DIR).await?;
+    let newest_durable = source_wal
+        .iter()
+        .filter_map(|(name, meta)| Some((parse_wal_file(name.strip_prefix("wal/")?)?, meta)))
+        .max_by_key(|(id, _)| *id);
+    let mut copied = WalListing::list(&destination.root()).await?;
+    let dest_wal = copied.ids().last().copied();
+    status.wal_behind = newest_durable.map(|(s, _)| s.saturating_sub(dest_wal.unwrap_or(0)));
     let Some(copy) = read_latest(destination).await? else {
         status.manifests_behind = Some(head.id());
         return Ok(());
@@ -36,13 +46,35 @@ pub async fn probe(
     if let (Some(newest), Some(copied)) = (at(head.last_l0_seq()), at(copy.last_l0_seq())) {
         status.seconds_behind = Some((newest - copied).num_seconds().max(0) as u64);
     }
-    Ok(())
-}
-
-async fn highest_wal(root: &StoreRoot) -> Result<Option<u64>, MirrorError> {
-    Ok(list_dir(root, WAL_DIR)
+    // The recovery point: the newest restore point's WAL run against the
+    // source's newest WAL object, both dated by the source's clock.
+    let listed: BTreeSet<u64> = list_dir(&destination.root(), MANIFEST_DIR)
         .await?
         .keys()
-        .filter_map(|name| parse_wal_file(name.strip_prefix("wal/")?))
-        .max())
+        .filter_map(|n| parse_manifest_file(n.rsplit('/').next()?))
+        .collect();
+    let Some(point) =
+        newest_restore_point(destination, &listed, destination.now(), |_| true).await?
+    else {
+        return Ok(());
+    };
+    let end = latest_end(replay_of(&point), &copied.ids());
+    let Some((newest_id, newest_meta)) = newest_durable else {
+        status.recovery_point_seconds = Some(0.0);
+        return Ok(());
+    };
+    if newest_id <= end {
+        status.recovery_point_seconds = Some(0.0);
+        return Ok(());
+    }
+    copied
+        .date(&destination.root(), |span| {
+            span.first <= end && end <= span.last
+        })
+        .await?;
+    if let Some(restorable) = copied.times.get(&end) {
+        let trail = newest_meta.last_modified - *restorable;
+        status.recovery_point_seconds = Some(trail.num_milliseconds().max(0) as f64 / 1000.0);
+    }
+    Ok(())
 }

@@ -2,7 +2,8 @@
 //! copies whose every committed manifest is a valid SlateDB database.
 //!
 //! The rooms: `pass` (one copy and commit), `points` (restore points),
-//! `verify`, `prune`, `restore`, `tail` and `lag`, `owner` (the
+//! `wal_run` (the WAL a restore point carries) and `wal_times` (when the
+//! source wrote it), `verify`, `prune`, `restore`, `tail` and `lag`, `owner` (the
 //! destination's owner record), `run` (a node's mirror task), `copier`
 //! (the copiers behind the `Copier` trait), all reading and writing through
 //! `io` and `layout`.
@@ -23,6 +24,8 @@ pub mod restore;
 pub mod run;
 pub mod tail;
 pub mod verify;
+pub mod wal_run;
+pub mod wal_times;
 
 use crate::fleet::database::DatabaseError;
 use crate::mirror::copier::CopyError;

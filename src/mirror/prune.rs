@@ -163,12 +163,21 @@ impl MirrorPair {
         );
         report.deleted_objects = delete_all(&destination, doomed).await?;
         report.data_deletion_ran = true;
+        // The source times of WAL no kept restore point replays.
+        let records: Vec<String> = super::wal_times::list_spans(&destination)
+            .await?
+            .into_iter()
+            .filter(|(_, span)| span.last < tail_floor)
+            .map(|(name, _)| name)
+            .collect();
+        delete_all(&destination, records).await?;
         Ok(report)
     }
 
     /// The kept manifests (restore points and what their live checkpoints
     /// pin), the objects they reference (`None` if one is unreadable), and
-    /// the latest manifest's `next_wal_sst_id` (WAL below it is history).
+    /// the lowest WAL id a kept restore point replays (WAL below it is
+    /// history).
     /// `decoded` holds manifests already read.
     async fn kept(
         &self,
@@ -193,7 +202,16 @@ impl MirrorPair {
                 decoded.insert(id, manifest);
             }
         }
-        let tail_floor = decoded.get(&latest).map_or(0, |m| m.next_wal_sst_id());
+        // Every restore point is a manifest and the WAL run after its
+        // replay point (`wal_run`): the oldest kept one's replay point
+        // bounds the WAL that restores by time may still need, the run
+        // after the latest included.
+        let tail_floor = restore_points
+            .iter()
+            .filter_map(|id| decoded.get(id))
+            .map(|m| m.replay_after_wal_id().saturating_add(1))
+            .min()
+            .unwrap_or_else(|| decoded.get(&latest).map_or(0, |m| m.next_wal_sst_id()));
         let mut objects = BTreeSet::new();
         for &id in &kept {
             if planted(Planted::PruneKeepsLatestOnly) && id != latest {

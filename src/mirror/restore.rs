@@ -11,12 +11,17 @@ use tokio_util::sync::CancellationToken;
 
 use super::MirrorError;
 use super::io::{data_sizes, get_bytes, list_dir, read_manifest};
-use super::layout::{MANIFEST_DIR, live_pins, manifest_name, parse_manifest_file};
+use super::layout::{
+    MANIFEST_DIR, ObjectFloor, live_pins, manifest_name, parse_manifest_file, wal_name,
+};
 use super::points::newest_restore_point;
 use super::verify::{Needed, add_needs, closure_problems};
+use super::wal_run::{Replay, as_of, latest_end};
+use super::wal_times::WalListing;
 use crate::fleet::database::DatabaseHandle;
 use crate::mirror::copier::builtin::BuiltinCopier;
 use crate::mirror::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
+use crate::model::planted::{Planted, planted};
 use crate::store::StoreRoot;
 
 /// Objects copied at once during a restore.
@@ -27,7 +32,9 @@ const RESTORE_PARALLELISM: u32 = 8;
 pub enum RestorePoint {
     Latest,
     Manifest(u64),
-    /// The newest manifest whose data is no newer than this instant.
+    /// The writes acknowledged by this instant, within one WAL object:
+    /// the newest restore point written by then, and its WAL run up to
+    /// the newest object the source wrote by then.
     Time(DateTime<Utc>),
 }
 
@@ -63,6 +70,12 @@ pub struct RestoreOutcome {
     /// The database the backup mirrors, from its `sleet-mirror-source.json`.
     pub source: Option<String>,
     pub manifest_id: u64,
+    /// The newest WAL id restored: the restored database replays the WAL
+    /// after the manifest's replay point up to this one.
+    pub wal_end: u64,
+    /// When the source wrote that WAL object (as recorded by the mirror,
+    /// else its copy's time), if the backup holds it.
+    pub newest_write: Option<DateTime<Utc>>,
     pub manifests_committed: u64,
     pub objects_copied: u64,
     pub bytes_copied: u64,
@@ -96,13 +109,24 @@ pub async fn restore(
             url: backup.url().to_string(),
         });
     };
-    let chosen = resolve(backup, &listed, latest, at).await?;
+    let mut wal = WalListing::list(&backup_root).await?;
+    let (chosen, wal_end) = resolve(backup, &listed, latest, &mut wal, at).await?;
     let chosen_id = chosen.id();
+    let window_end = replay_of(&chosen).window_end();
     let members = members(backup, chosen, at).await?;
 
     let mut needed: Needed = BTreeMap::new();
     for (&id, manifest) in &members {
         add_needs(&mut needed, manifest, id);
+    }
+    // The WAL run after the manifest's own window: what the writer
+    // acknowledged after the manifest was written.
+    for id in window_end.saturating_add(1)..=wal_end {
+        needed
+            .entry(wal_name(id))
+            .or_insert((ObjectFloor { min_size: 0 }, BTreeSet::new()))
+            .1
+            .insert(chosen_id);
     }
     let sizes = data_sizes(&backup_root).await?;
     let problems = closure_problems(&needed, &sizes);
@@ -154,6 +178,8 @@ pub async fn restore(
     Ok(RestoreOutcome {
         source,
         manifest_id: chosen_id,
+        wal_end,
+        newest_write: wal.times.get(&wal_end).copied(),
         manifests_committed: committed,
         objects_copied: report.copied() as u64,
         bytes_copied: report.bytes(),
@@ -183,31 +209,64 @@ fn no_point(at: RestorePoint, reason: String) -> MirrorError {
     }
 }
 
-/// The manifest `at` names: for the latest or a time, the newest restore
-/// point that qualifies ([`super::points`]).
+/// The manifest `at` names and the WAL end to restore with it: for the
+/// latest or a time, the newest restore point that qualifies
+/// ([`super::points`]) and its WAL run ([`super::wal_run`]); for a
+/// manifest id, that manifest's own window.
 async fn resolve(
     backup: &DatabaseHandle,
     listed: &BTreeSet<u64>,
     latest: u64,
+    wal: &mut WalListing,
     at: RestorePoint,
-) -> Result<VersionedManifest, MirrorError> {
+) -> Result<(VersionedManifest, u64), MirrorError> {
     let now = backup.now();
+    let present = wal.ids();
+    let root = backup.root();
     match at {
-        RestorePoint::Latest => newest_restore_point(backup, listed, now, |_| true)
-            .await?
-            .ok_or_else(|| {
-                no_point(
-                    at,
-                    "the backup holds no restore point: every manifest lacks a manifest its \
-                     live checkpoints pin (was its first pass cut off?)"
-                        .into(),
-                )
-            }),
-        RestorePoint::Manifest(id) if listed.contains(&id) => read_manifest(backup, id)
-            .await?
-            .ok_or_else(|| no_point(at, format!("manifest {id} vanished from the backup"))),
+        RestorePoint::Latest => {
+            let chosen = newest_restore_point(backup, listed, now, |_| true)
+                .await?
+                .ok_or_else(|| {
+                    no_point(
+                        at,
+                        "the backup holds no restore point: every manifest lacks a manifest its \
+                         live checkpoints pin (was its first pass cut off?)"
+                            .into(),
+                    )
+                })?;
+            let end = if planted(Planted::RestoreDropsWalTail) {
+                replay_of(&chosen).window_end()
+            } else {
+                latest_end(replay_of(&chosen), &present)
+            };
+            wal.date(&root, |span| span.first <= end && end <= span.last)
+                .await?;
+            Ok((chosen, end))
+        }
+        RestorePoint::Manifest(id) if listed.contains(&id) => {
+            let chosen = read_manifest(backup, id)
+                .await?
+                .ok_or_else(|| no_point(at, format!("manifest {id} vanished from the backup")))?;
+            let end = replay_of(&chosen).window_end();
+            Ok((chosen, end))
+        }
         RestorePoint::Manifest(id) => Err(no_point(at, format!("the backup has no manifest {id}"))),
         RestorePoint::Time(ts) => {
+            let ts_ms = ts.timestamp_millis();
+            wal.date(&root, |span| span.first_ms <= ts_ms).await?;
+            let mut end = None;
+            let by_wal = newest_restore_point(backup, listed, now, |m| {
+                end = as_of(&[(m.id(), replay_of(m))], &present, &wal.times, ts).map(|(_, e)| e);
+                end.is_some()
+            })
+            .await?;
+            if let (Some(chosen), Some(end)) = (by_wal, end) {
+                return Ok((chosen, end));
+            }
+            // No WAL dates a restore point by `ts` (its WAL was pruned, or
+            // predates the records): the source's sequence tracker, which
+            // samples about once a minute, dates manifests instead.
             let Some(head) = read_manifest(backup, latest).await? else {
                 return Err(no_point(
                     at,
@@ -220,15 +279,25 @@ async fn resolve(
                     .find_ts(m.last_l0_seq(), FindOption::RoundDown)
                     .is_some_and(|written| written <= ts)
             };
-            newest_restore_point(backup, listed, now, written_by)
+            let chosen = newest_restore_point(backup, listed, now, written_by)
                 .await?
                 .ok_or_else(|| {
                     no_point(
                         at,
                         "the timestamp predates the backup's tracked history".into(),
                     )
-                })
+                })?;
+            let end = replay_of(&chosen).window_end();
+            Ok((chosen, end))
         }
+    }
+}
+
+/// Where a manifest's replay starts and its window ends.
+pub fn replay_of(manifest: &VersionedManifest) -> Replay {
+    Replay {
+        after: manifest.replay_after_wal_id(),
+        next: manifest.next_wal_sst_id(),
     }
 }
 

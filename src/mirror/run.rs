@@ -316,8 +316,10 @@ async fn prune_now(
     Ok(())
 }
 
-/// Follows the source: a pass whenever its latest manifest moves, the WAL
-/// tail in between. A caught-up wake costs one source LIST and one GET.
+/// Follows the source: a pass whenever its latest manifest moves, and the
+/// WAL tail in between, every [`super::tail::TAIL_INTERVAL`] while the
+/// writer is active. A caught-up look at the manifests costs one source
+/// LIST; a caught-up tail look one GET.
 async fn run_continuous(
     pair: &MirrorPair,
     settings: &MirrorTargetSettings,
@@ -326,61 +328,194 @@ async fn run_continuous(
     watch: &TargetMetrics,
     cancel: &CancellationToken,
 ) -> Result<(), MirrorError> {
-    let source = pair.source.root();
     let destination = pair.destination.root();
-    let max_idle = IDLE_POLL_MAX.max(settings.poll);
-    let mut idle = settings.poll;
-    let mut watermark = None;
-    let mut tail: Option<Tail> = None;
-    let mut last_prune = tokio::time::Instant::now();
-    let mut lag = Lag::default();
-    loop {
-        let latest = latest_manifest_id(&source).await?;
-        lag.observe(latest, watermark, watch);
-        let mut active = false;
-        let prune_due =
-            settings.retention_keep.is_some() && last_prune.elapsed() >= IDLE_PRUNE_EVERY;
-        if latest.is_some() && latest != watermark {
-            let Some(_permit) = permit(runtime, cancel).await else {
-                return Ok(());
-            };
-            let Some(outcome) = hooks.pass(pair, watch, cancel).await? else {
-                // Deferred by a hook: no pass and no tail until it allows.
-                if !pause(settings.poll, cancel).await {
-                    return Ok(());
+    let mut follow = Follow::new(settings);
+    let result = follow
+        .run(pair, settings, runtime, hooks, watch, cancel)
+        .await;
+    if let Some(tail) = &mut follow.tail {
+        tail.flush_records(&destination).await;
+    }
+    result
+}
+
+/// A continuous target's state between looks.
+struct Follow {
+    idle: Duration,
+    max_idle: Duration,
+    watermark: Option<u64>,
+    tail: Option<Tail>,
+    last_prune: tokio::time::Instant,
+    lag: Lag,
+}
+
+impl Follow {
+    fn new(settings: &MirrorTargetSettings) -> Follow {
+        Follow {
+            idle: settings.poll,
+            max_idle: IDLE_POLL_MAX.max(settings.poll),
+            watermark: None,
+            tail: None,
+            last_prune: tokio::time::Instant::now(),
+            lag: Lag::default(),
+        }
+    }
+
+    async fn run(
+        &mut self,
+        pair: &MirrorPair,
+        settings: &MirrorTargetSettings,
+        runtime: &MirrorRuntime,
+        hooks: &PassHooks,
+        watch: &TargetMetrics,
+        cancel: &CancellationToken,
+    ) -> Result<(), MirrorError> {
+        let source = pair.source.root();
+        let destination = pair.destination.root();
+        // A destination that already holds WAL is tailed from its newest
+        // object on at once, not only after the first pass.
+        self.tail = Tail::resume(&destination).await?;
+        let mut next_look = tokio::time::Instant::now();
+        loop {
+            let mut active = false;
+            if tokio::time::Instant::now() >= next_look {
+                match self
+                    .look(pair, settings, runtime, hooks, watch, cancel)
+                    .await?
+                {
+                    Looked::Cancelled => return Ok(()),
+                    Looked::Deferred => {
+                        if !pause(settings.poll, cancel).await {
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                    Looked::Done { committed } => active = committed,
                 }
-                continue;
+            }
+            let mut tail_wait = self.idle;
+            if let Some(tail) = &mut self.tail {
+                // Before the look: what a restore would have missed at most
+                // had it started now.
+                if let Some(behind) = tail.behind() {
+                    watch.recovery_point(behind);
+                }
+                let copied = tail.step(&source, &destination).await?;
+                active |= copied > 0;
+                tail_wait = tail.wait(self.idle);
+            }
+            if active {
+                self.idle = settings.poll;
+                next_look = next_look.min(tokio::time::Instant::now() + self.idle);
+            }
+            if tokio::time::Instant::now() >= next_look {
+                if !active {
+                    self.idle = (self.idle * 2).min(self.max_idle);
+                }
+                next_look = tokio::time::Instant::now() + self.idle;
+            }
+            let wake = next_look.min(tokio::time::Instant::now() + tail_wait);
+            if !pause(
+                wake.saturating_duration_since(tokio::time::Instant::now()),
+                cancel,
+            )
+            .await
+            {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One look at the source's manifests: a pass when the latest moved,
+    /// and a prune when one is due.
+    async fn look(
+        &mut self,
+        pair: &MirrorPair,
+        settings: &MirrorTargetSettings,
+        runtime: &MirrorRuntime,
+        hooks: &PassHooks,
+        watch: &TargetMetrics,
+        cancel: &CancellationToken,
+    ) -> Result<Looked, MirrorError> {
+        let latest = latest_manifest_id(&pair.source.root()).await?;
+        self.lag.observe(latest, self.watermark, watch);
+        let prune_due =
+            settings.retention_keep.is_some() && self.last_prune.elapsed() >= IDLE_PRUNE_EVERY;
+        if latest.is_some() && latest != self.watermark {
+            let Some(_permit) = permit(runtime, cancel).await else {
+                return Ok(Looked::Cancelled);
             };
-            watermark = Some(outcome.head);
-            lag.observe(latest, watermark, watch);
-            match &mut tail {
-                Some(tail) => tail.advance_floor(outcome.next_wal_sst_id),
-                None => tail = Some(Tail::start(&destination, outcome.next_wal_sst_id).await?),
+            let Some(outcome) = self.pass_beside_tail(pair, hooks, watch, cancel).await? else {
+                // Deferred by a hook: no pass and no tail until it allows.
+                return Ok(Looked::Deferred);
+            };
+            self.watermark = Some(outcome.head);
+            self.lag.observe(latest, self.watermark, watch);
+            let floor = outcome
+                .next_wal_sst_id
+                .max(outcome.wal_end.saturating_add(1));
+            match &mut self.tail {
+                Some(tail) => tail.advance_floor(floor),
+                None => self.tail = Some(Tail::start(&pair.destination.root(), floor).await?),
             }
             if outcome.committed || prune_due {
                 prune_now(pair, settings, watch).await?;
-                last_prune = tokio::time::Instant::now();
+                self.last_prune = tokio::time::Instant::now();
             }
-            active = outcome.committed;
-        } else if prune_due {
+            return Ok(Looked::Done {
+                committed: outcome.committed,
+            });
+        }
+        if prune_due {
             let Some(_permit) = permit(runtime, cancel).await else {
-                return Ok(());
+                return Ok(Looked::Cancelled);
             };
             prune_now(pair, settings, watch).await?;
-            last_prune = tokio::time::Instant::now();
+            self.last_prune = tokio::time::Instant::now();
         }
-        if let Some(tail) = &mut tail {
-            active |= tail.step(&source, &destination).await? > 0;
-        }
-        idle = if active {
-            settings.poll
-        } else {
-            (idle * 2).min(max_idle)
-        };
-        if !pause(idle, cancel).await {
-            return Ok(());
+        Ok(Looked::Done { committed: false })
+    }
+}
+
+impl Follow {
+    /// A pass, with the WAL tail going on beside it: a pass copies a
+    /// flush's or a compaction's SSTs, which can take minutes, and the
+    /// recovery point must not wait for it. The tail looks between the
+    /// pass's polls (a look is a few small requests); both may write one
+    /// WAL object, with the same bytes.
+    async fn pass_beside_tail(
+        &mut self,
+        pair: &MirrorPair,
+        hooks: &PassHooks,
+        watch: &TargetMetrics,
+        cancel: &CancellationToken,
+    ) -> Result<Option<super::pass::PassOutcome>, MirrorError> {
+        let (source, destination) = (pair.source.root(), pair.destination.root());
+        let pass = hooks.pass(pair, watch, cancel);
+        tokio::pin!(pass);
+        loop {
+            let wait = self
+                .tail
+                .as_ref()
+                .map_or(self.max_idle, |t| t.wait(self.idle));
+            tokio::select! {
+                biased;
+                outcome = &mut pass => return outcome,
+                () = tokio::time::sleep(wait), if self.tail.is_some() => {
+                    if let Some(tail) = &mut self.tail {
+                        tail.step(&source, &destination).await?;
+                    }
+                }
+            }
         }
     }
+}
+
+/// What a look at the manifests came to.
+enum Looked {
+    Done { committed: bool },
+    Deferred,
+    Cancelled,
 }
 
 /// Cuts a restore point every `interval`, judged by the age of the
@@ -410,7 +545,10 @@ async fn run_periodic(
                     Some(outcome) => {
                         watch.behind(0, Duration::ZERO);
                         prune_now(pair, settings, watch).await?;
-                        if outcome.committed {
+                        // A pass that brought only new WAL (a quiet
+                        // writer's) commits no manifest, but its restore
+                        // point is as new as one that did.
+                        if outcome.committed || outcome.objects_copied > 0 {
                             settings.interval
                         } else {
                             check.min(settings.interval)

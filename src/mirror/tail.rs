@@ -1,26 +1,52 @@
 //! The WAL tail of a continuous mirror: between passes, copy each new WAL
-//! object as soon as the source writer publishes it, so the destination
-//! trails the source by seconds rather than by a manifest. A writer that
-//! opens the destination later replays the tail like crash recovery.
+//! object as soon as the source writer publishes it, so the destination's
+//! newest restore point trails the source's newest durable write by about
+//! [`TAIL_INTERVAL`] while the writer is active. A restore carries the
+//! copied run ([`super::wal_run`]); a writer that opens the destination
+//! replays it like crash recovery.
 //!
 //! WAL ids are dense (fences are zero-byte WAL objects), so probing the
-//! next id is one GET, and an idle tail costs exactly that.
+//! next id is one GET, and an idle look costs exactly that. The source
+//! time of each copied object is recorded ([`super::wal_times`]), in one
+//! object per [`RECORD_EVERY`] rather than one per look.
 
-use super::MirrorError;
-use super::io::{get_bytes, list_dir};
-use super::layout::{WAL_DIR, parse_wal_file, wal_name};
-use crate::store::StoreRoot;
+use std::time::Duration;
+
 use object_store::ObjectStoreExt;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+use super::MirrorError;
+use super::io::{get_with_meta, list_dir};
+use super::layout::{WAL_DIR, parse_wal_file, wal_name};
+use super::wal_times::{WalRecord, record};
+use crate::store::StoreRoot;
+
+/// How often the tail looks for new WAL while the writer is active.
+/// SlateDB publishes a WAL object every 100 ms by default; Litestream
+/// syncs once a second. Each look that finds nothing costs one GET.
+pub const TAIL_INTERVAL: Duration = Duration::from_millis(500);
+/// The tail counts as active this long after it last copied something;
+/// then its looks back off with the mirror's idle wakes.
+pub const TAIL_ACTIVE_FOR: Duration = Duration::from_secs(60);
+/// Source times are written out at most this often (and when the tail
+/// stops): one small PUT, not one per look.
+pub const RECORD_EVERY: Duration = Duration::from_secs(10);
+
+#[derive(Debug)]
 pub struct Tail {
     /// The next WAL id to look for at the source.
     next: u64,
+    /// Copied objects whose source times are not yet recorded.
+    unrecorded: Vec<WalRecord>,
+    last_recorded: tokio::time::Instant,
+    /// When the last look found the source had nothing newer: every WAL
+    /// object the source had published before then is at the destination.
+    caught_up: Option<tokio::time::Instant>,
+    last_copy: Option<tokio::time::Instant>,
 }
 
 impl Tail {
     /// Starts after the highest WAL id the destination already has, and
-    /// never below `floor` (the last pass's `next_wal_sst_id`).
+    /// never below `floor` (past the last pass's WAL run).
     pub async fn start(destination: &StoreRoot, floor: u64) -> Result<Tail, MirrorError> {
         let highest = list_dir(destination, WAL_DIR)
             .await?
@@ -29,10 +55,21 @@ impl Tail {
             .max();
         Ok(Tail {
             next: highest.map_or(floor, |h| (h + 1).max(floor)),
+            unrecorded: Vec::new(),
+            last_recorded: tokio::time::Instant::now(),
+            caught_up: None,
+            last_copy: None,
         })
     }
 
-    /// A pass committed up to `floor`: no need to look below it.
+    /// Starts after the destination's highest WAL id, if it holds any:
+    /// with none, only a pass knows where the source's WAL begins.
+    pub async fn resume(destination: &StoreRoot) -> Result<Option<Tail>, MirrorError> {
+        let tail = Tail::start(destination, 0).await?;
+        Ok((tail.next > 0).then_some(tail))
+    }
+
+    /// A pass brought the WAL up to `floor - 1`: no need to look below it.
     pub fn advance_floor(&mut self, floor: u64) {
         self.next = self.next.max(floor);
     }
@@ -41,8 +78,25 @@ impl Tail {
         self.next
     }
 
-    /// Copies every WAL object the source has from `next` on, in order.
-    /// Returns how many it copied.
+    /// When the tail should look next: soon while the writer is active,
+    /// else at the mirror's idle wake (`idle`).
+    pub fn wait(&self, idle: Duration) -> Duration {
+        match self.last_copy {
+            Some(at) if at.elapsed() < TAIL_ACTIVE_FOR => TAIL_INTERVAL.min(idle),
+            _ => idle,
+        }
+    }
+
+    /// How far the destination's newest restorable write may trail the
+    /// source's newest durable one: zero right after a look that caught
+    /// up, then the time since that look.
+    pub fn behind(&self) -> Option<Duration> {
+        self.caught_up.map(|at| at.elapsed())
+    }
+
+    /// Copies every WAL object the source has from `next` on, in order,
+    /// recording their source times now and then. Returns how many it
+    /// copied.
     pub async fn step(
         &mut self,
         source: &StoreRoot,
@@ -50,10 +104,13 @@ impl Tail {
     ) -> Result<u64, MirrorError> {
         let mut copied = 0;
         loop {
+            let looked = tokio::time::Instant::now();
             let name = wal_name(self.next);
-            let Some(body) = get_bytes(source, &name).await? else {
-                return Ok(copied);
+            let Some((body, meta)) = get_with_meta(source, &name).await? else {
+                self.caught_up = Some(looked);
+                break;
             };
+            let size = body.len() as u64;
             destination
                 .store
                 .put(&destination.path(&name), body.into())
@@ -63,8 +120,29 @@ impl Tail {
                     location: format!("{}/{name}", destination.url),
                     message: e.to_string(),
                 })?;
+            self.unrecorded.push(WalRecord {
+                id: self.next,
+                written: meta.last_modified,
+                size,
+            });
             self.next += 1;
             copied += 1;
+        }
+        if copied > 0 {
+            self.last_copy = Some(tokio::time::Instant::now());
+        }
+        if !self.unrecorded.is_empty() && self.last_recorded.elapsed() >= RECORD_EVERY {
+            self.flush_records(destination).await;
+        }
+        Ok(copied)
+    }
+
+    /// Writes the source times of what was copied since the last record.
+    pub async fn flush_records(&mut self, destination: &StoreRoot) {
+        let records = std::mem::take(&mut self.unrecorded);
+        self.last_recorded = tokio::time::Instant::now();
+        if let Err(e) = record(destination, records).await {
+            tracing::warn!("could not record WAL times at {}: {e}", destination.url);
         }
     }
 }

@@ -12,6 +12,8 @@ use super::MirrorError;
 use super::io::{data_sizes, list_sizes, read_manifest};
 use super::layout::{MANIFEST_DIR, ObjectFloor, live_pins, manifest_objects, parse_manifest_file};
 use super::points::restore_points;
+use super::wal_run::{latest_end, stranded};
+use super::wal_times::WalListing;
 use crate::fleet::database::DatabaseHandle;
 use crate::mirror::copier::CopyProgress;
 
@@ -30,6 +32,20 @@ pub struct VerifyReport {
     /// cut off between its support manifests and its head is not redone.
     pub latest_restore_point: Option<u64>,
     pub restore_points: u64,
+    /// The newest WAL id a restore of the newest restore point carries:
+    /// the end of the contiguous WAL run after its replay point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wal_end: Option<u64>,
+    /// When the source wrote that WAL object (as the mirror recorded it,
+    /// else its copy's time, never earlier): the newest write a restore
+    /// brings back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_restorable_write: Option<chrono::DateTime<chrono::Utc>>,
+    /// WAL objects after a gap in that run, which no restore can use
+    /// (source GC collected one before the mirror copied it; the next pass
+    /// brings a manifest past the gap).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stranded_wal: u64,
     pub manifests_checked: u64,
     pub objects_checked: u64,
     /// One line per missing or short object, or unreadable manifest.
@@ -108,11 +124,38 @@ pub async fn verify_tracked(
             missing_pins(&pins, latest)
         ));
     }
+    if let Some(newest) = points.last().and_then(|id| manifests.get(id)) {
+        check_wal_run(target, newest, &mut report).await?;
+    }
     report.problems.extend(history_breaks(&manifests));
     report.manifests_checked = manifests.len() as u64;
     report.objects_checked = needed.len() as u64;
     report.problems.extend(closure_problems(&needed, &sizes));
     Ok(report)
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The WAL run after the newest restore point's replay point: where it
+/// ends, when the source wrote its end, what lies stranded after a gap,
+/// and any object whose size is not what the source's was when copied.
+async fn check_wal_run(
+    target: &DatabaseHandle,
+    newest: &VersionedManifest,
+    report: &mut VerifyReport,
+) -> Result<(), MirrorError> {
+    let root = target.root();
+    let replay = super::restore::replay_of(newest);
+    let mut wal = WalListing::list(&root).await?;
+    let end = latest_end(replay, &wal.ids());
+    wal.date(&root, |span| span.last > replay.after).await?;
+    report.wal_end = Some(end);
+    report.newest_restorable_write = wal.times.get(&end).copied();
+    report.stranded_wal = stranded(&wal.ids(), end).len() as u64;
+    report.problems.append(&mut wal.disagreeing);
+    Ok(())
 }
 
 /// One database's manifests never go back: its writer and compactor

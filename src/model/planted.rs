@@ -40,10 +40,15 @@ pub enum Planted {
     /// manifest, ignoring the older restore points it promises to keep
     /// and what their checkpoints pin.
     PruneKeepsLatestOnly,
+    /// A restore copies its manifest and the manifest's own WAL window
+    /// but not the WAL run the mirror copied after it: a quiet writer's
+    /// acknowledged writes, still in the WAL, are not restored (the bug of
+    /// sleet before restore points at WAL granularity).
+    RestoreDropsWalTail,
 }
 
 impl Planted {
-    pub const ALL: [Planted; 8] = [
+    pub const ALL: [Planted; 9] = [
         Planted::DeadNodesStayLive,
         Planted::TasksOutliveOwnership,
         Planted::ConfigChangesIgnored,
@@ -52,6 +57,7 @@ impl Planted {
         Planted::WriterAcksBeforeDurable,
         Planted::MirrorCommitsBeforeCopy,
         Planted::PruneKeepsLatestOnly,
+        Planted::RestoreDropsWalTail,
     ];
 
     /// The name `scripts/simulate --plant` takes.
@@ -65,6 +71,7 @@ impl Planted {
             Planted::WriterAcksBeforeDurable => "writer-acks-before-durable",
             Planted::MirrorCommitsBeforeCopy => "mirror-commits-before-copy",
             Planted::PruneKeepsLatestOnly => "prune-keeps-latest-only",
+            Planted::RestoreDropsWalTail => "restore-drops-wal-tail",
         }
     }
 

@@ -177,13 +177,21 @@ pub struct MirrorRestoreResponse {
     pub source: Option<String>,
     /// The restored manifest: the destination's latest.
     pub manifest_id: u64,
+    /// The newest WAL id restored: the restored database replays the WAL
+    /// after the manifest's replay point up to it (absent from restores
+    /// by sleet before 0.2).
+    #[serde(default)]
+    pub wal_end: u64,
+    /// When the source wrote that WAL object: the newest write restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_write: Option<chrono::DateTime<chrono::Utc>>,
     pub manifests_committed: u64,
     pub objects_copied: u64,
     pub bytes_copied: u64,
 }
 
 /// How far one mirror target trails its source (`status --mirrors`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MirrorStatus {
     pub database: String,
     pub target: String,
@@ -202,6 +210,12 @@ pub struct MirrorStatus {
     /// sequence tracker (about one-minute resolution).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seconds_behind: Option<u64>,
+    /// The recovery point: how far the newest write a restore of the
+    /// destination brings back (its newest restore point and WAL run)
+    /// trails the source's newest durable write (its newest WAL object),
+    /// in seconds, by the source's own times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_point_seconds: Option<f64>,
     /// Why the lag could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -96,6 +96,8 @@ struct Ledger {
     uncertain: BTreeSet<String>,
     /// The number of every write acknowledged, in order.
     acked_writes: Vec<u64>,
+    /// When each of `acked_writes` was acknowledged, on the sim's clock.
+    acked_at: Vec<chrono::DateTime<chrono::Utc>>,
     violations: Vec<Violation>,
 }
 
@@ -206,6 +208,18 @@ impl App {
             .expect("ledger lock")
             .acked_writes
             .clone()
+    }
+
+    /// The numbers of the writes acknowledged at or before `by`, in order.
+    pub fn acknowledged_by(&self, by: chrono::DateTime<chrono::Utc>) -> Vec<u64> {
+        let ledger = self.ledger.lock().expect("ledger lock");
+        ledger
+            .acked_writes
+            .iter()
+            .zip(&ledger.acked_at)
+            .filter(|(_, at)| **at <= by)
+            .map(|(write, _)| *write)
+            .collect()
     }
 
     /// Closes the writer, then reads every acknowledged key with a fresh
@@ -437,6 +451,7 @@ impl Writer {
                         Ok(Ok(_)) => {
                             ledger.acked.insert(key.clone(), value.clone());
                             ledger.acked_writes.push(written);
+                            ledger.acked_at.push(self.clock.now());
                             None
                         }
                         Ok(Err(e)) => {

@@ -231,6 +231,13 @@ async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
             }
         }
     }
+    // A narrowed config is a fault too: the full one comes back, and
+    // the nodes must follow it (mirrors start again).
+    if world.narrowed {
+        world.narrowed = false;
+        world.write_config().await;
+        world.note("config narrowed=false");
+    }
     world.note("faults stop");
     let until = faults_end.max(started.elapsed()) + CONVERGENCE_BOUND;
     tokio::time::sleep(until.saturating_sub(started.elapsed())).await;
@@ -244,6 +251,17 @@ async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
             break;
         }
         tokio::time::sleep(Duration::from_secs(20)).await;
+    }
+    // With the fleet settled and the writers still going, each mirror's
+    // newest restore point with its WAL run holds every write
+    // acknowledged more than the tail's bound before the restore.
+    if options.writers {
+        // Removed databases' applications write on, unmirrored.
+        let indexes: Vec<usize> = world.databases.keys().copied().collect();
+        for index in indexes {
+            let found = world.judge_recovery_point(index).await;
+            world.judged(found, &mut violations);
+        }
     }
     // Every acknowledged write reads back, by a fresh reader too.
     let apps: Vec<usize> = world.apps.keys().copied().collect();

@@ -31,6 +31,16 @@ use crate::mirror::restore::{RestorePoint, restore};
 pub const RESTORE_BROKEN: &str = "restore-point-broken";
 /// A restore point restored to a state the application never had.
 pub const NOT_A_PREFIX: &str = "restore-point-not-a-prefix";
+/// A restore of the newest restore point, with the fleet settled, missed
+/// a write acknowledged more than [`RECOVERY_BOUND`] before it started.
+pub const RECOVERY_POINT_MISSED: &str = "recovery-point-missed";
+
+/// What a continuous mirror promises once its node runs undisturbed: a
+/// restore holds every write acknowledged this long before it starts.
+/// The WAL tail looks every 500 ms while the writer is active, beside any
+/// pass; the rest is the simulated store's latency and the restore's own
+/// reads before it lists the WAL.
+pub const RECOVERY_BOUND: TimeDelta = TimeDelta::seconds(5);
 
 /// Which of a destination's restore points to restore.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,6 +135,68 @@ impl World {
         }
     }
 
+    /// With the faults over and the fleet settled, restores the newest
+    /// restore point of database `index`'s mirror with its WAL run (what
+    /// `sleet mirror restore` does) while the writer goes on: it must hold
+    /// every write acknowledged [`RECOVERY_BOUND`] before the restore
+    /// began, and be a consistent prefix of the application's writes.
+    pub(super) async fn judge_recovery_point(&mut self, index: usize) -> Vec<Violation> {
+        let url = mirror_url(index);
+        let backup = self.checker_handle(&url);
+        let began = self.clock.now();
+        self.restores += 1;
+        let scratch = self.checker_handle(&format!("s3://sim-restore/r{}", self.restores));
+        let restored = restore(
+            &backup,
+            &scratch,
+            RestorePoint::Latest,
+            false,
+            CopyProgress::new(),
+            &CancellationToken::new(),
+        )
+        .await;
+        let outcome = match restored {
+            Ok(outcome) => outcome,
+            Err(e) => return vec![broken(&url, format!("latest with its WAL: {e}"))],
+        };
+        let read = match self.read_all(&scratch).await {
+            Ok(read) => read,
+            Err(e) => {
+                let why = format!("latest with its WAL restored but cannot be read: {e}");
+                return vec![broken(&url, why)];
+            }
+        };
+        let Some(app) = self.apps.get(&index) else {
+            return Vec::new();
+        };
+        let due = app.acknowledged_by(began - RECOVERY_BOUND);
+        let acknowledged = app.acknowledged_writes();
+        self.note(format!(
+            "restored {url} latest (manifest {}, WAL {}): {} keys, {} writes due",
+            outcome.manifest_id,
+            outcome.wal_end,
+            read.len(),
+            due.len()
+        ));
+        let mut found = Vec::new();
+        if let Some(why) = judge_prefix(&read, &acknowledged) {
+            found.push(Violation {
+                name: NOT_A_PREFIX,
+                detail: format!("{url} latest with its WAL: {why}"),
+            });
+        }
+        if let Some(why) = judge_holds(&read, &due) {
+            found.push(Violation {
+                name: RECOVERY_POINT_MISSED,
+                detail: format!(
+                    "{url} latest (manifest {}, WAL {}), restored with the fleet settled: {why}",
+                    outcome.manifest_id, outcome.wal_end
+                ),
+            });
+        }
+        found
+    }
+
     /// A handle on `url` through the checker's view (no faults), on the
     /// store's clock.
     fn checker_handle(&self, url: &str) -> DatabaseHandle {
@@ -203,6 +275,25 @@ pub fn judge_prefix(read: &BTreeMap<String, String>, acknowledged: &[u64]) -> Op
     None
 }
 
+/// Why `read` misses one of the writes `due`, if it does: each must be
+/// there, or overwritten by a later write.
+pub fn judge_holds(read: &BTreeMap<String, String>, due: &[u64]) -> Option<String> {
+    for &write in due {
+        let key = format!("k{:04}", write % KEYS);
+        let holds = read.get(&key).and_then(|value| write_number(&key, value));
+        if holds.is_none_or(|n| n < write) {
+            let found = holds.map_or("nothing".to_string(), |n| format!("write {n}"));
+            return Some(format!(
+                "{key} reads {found}: write {write}, acknowledged more than {} s before the \
+                 restore began, is missing ({} writes were due)",
+                RECOVERY_BOUND.num_seconds(),
+                due.len()
+            ));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +325,11 @@ mod tests {
         assert_eq!(judge_prefix(&state(&[401, 2, 3, 5]), &acknowledged), None);
         let gap = judge_prefix(&state(&[1, 3, 5]), &acknowledged).expect("a gap");
         assert!(gap.contains("write 2, acknowledged"), "{gap}");
+        // Control of the recovery point: a restore without write 5.
+        assert_eq!(judge_holds(&state(&[1, 2, 3, 5]), &acknowledged), None);
+        assert_eq!(judge_holds(&state(&[401, 2, 3, 5]), &acknowledged), None);
+        let missed = judge_holds(&state(&[1, 2, 3]), &acknowledged).expect("a miss");
+        assert!(missed.contains("write 5, acknowledged"), "{missed}");
         let mut stranger = state(&[1, 2]);
         stranger.insert("k0002".into(), "k0002=3:vv".into());
         assert!(judge_prefix(&stranger, &acknowledged).is_some());

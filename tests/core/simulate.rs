@@ -85,7 +85,7 @@ struct Control {
 /// the WAL write, at most 100 ms), mirror-commits-before-copy by seed 2
 /// (2 of seeds 1-10: a copy must fail after the early commit),
 /// prune-keeps-latest-only by seed 1 (4 of seeds 1-10).
-const CONTROLS: [Control; 8] = [
+const CONTROLS: [Control; 9] = [
     Control {
         bug: Planted::DeadNodesStayLive,
         violation: "gone-node-still-live",
@@ -119,7 +119,7 @@ const CONTROLS: [Control; 8] = [
         violation: "default-writer-fenced",
         writers: true,
         faults: None,
-        within: 3,
+        within: 4,
     },
     Control {
         bug: Planted::WriterAcksBeforeDurable,
@@ -141,6 +141,13 @@ const CONTROLS: [Control; 8] = [
         writers: true,
         faults: None,
         within: 2,
+    },
+    Control {
+        bug: Planted::RestoreDropsWalTail,
+        violation: "recovery-point-missed",
+        writers: true,
+        faults: None,
+        within: 1,
     },
 ];
 

@@ -20,6 +20,7 @@ mod plugins;
 #[allow(dead_code)]
 #[path = "../node/proxy.rs"]
 mod proxy;
+mod recovery;
 mod restore;
 mod wasm;
 mod wat_copier;

@@ -70,6 +70,7 @@ fn mirror_lag_renders_as_a_table_with_errors_after_it() {
             manifests_behind: Some(2),
             wal_behind: Some(7),
             seconds_behind: Some(31),
+            recovery_point_seconds: Some(0.4),
             ..MirrorStatus::default()
         },
         MirrorStatus {
@@ -84,9 +85,9 @@ fn mirror_lag_renders_as_a_table_with_errors_after_it() {
         render_text(&status),
         "NODE  LIVE  HEARTBEAT  SERVICES  SLEET  SLATEDB\n\n\
          DATABASE  SERVICE  NODES\n\n\
-         DATABASE   TARGET  DESTINATION      MANIFESTS  WAL  SECONDS\n\
-         s3://b/db  dr      s3://dr/db       2          7    31\n\
-         s3://b/db  backup  gs://backups/db  -          -    -\n\
+         DATABASE   TARGET  DESTINATION      MANIFESTS  WAL  SECONDS  RPO\n\
+         s3://b/db  dr      s3://dr/db       2          7    31       0.4\n\
+         s3://b/db  backup  gs://backups/db  -          -    -        -\n\
          error: s3://b/db target backup: bucket unreachable\n"
     );
 }

@@ -95,6 +95,8 @@ fn write_mirrors(out: &mut dyn Write, mirrors: &[MirrorStatus]) -> io::Result<()
             cell(m.manifests_behind),
             cell(m.wal_behind),
             cell(m.seconds_behind),
+            m.recovery_point_seconds
+                .map_or("-".to_string(), |s| format!("{s:.1}")),
         ]
     });
     write_table(
@@ -106,6 +108,7 @@ fn write_mirrors(out: &mut dyn Write, mirrors: &[MirrorStatus]) -> io::Result<()
             "MANIFESTS",
             "WAL",
             "SECONDS",
+            "RPO",
         ],
         rows,
     )?;

@@ -22,11 +22,14 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::MirrorError;
-use super::io::{data_sizes, list_dir, missing_at, read_latest, read_manifest};
+use super::io::{data_sizes, list_dir, list_wal_after, missing_at, read_latest, read_manifest};
 use super::layout::{
-    COMPACTED_DIR, ObjectFloor, kept_pins, live_pins, manifest_objects, unsupported_source,
+    COMPACTED_DIR, ObjectFloor, kept_pins, live_pins, manifest_objects, parse_wal_file,
+    unsupported_source, wal_name,
 };
 use super::proof::{Checked, check_copies};
+use super::wal_run::run_end;
+use super::wal_times::WalRecord;
 use crate::fleet::database::DatabaseHandle;
 use crate::mirror::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
 use crate::model::planted::{Planted, planted};
@@ -102,6 +105,9 @@ pub struct PassOutcome {
     /// The source manifest the destination now holds.
     pub head: u64,
     pub next_wal_sst_id: u64,
+    /// The newest WAL id the destination now holds with no gap after the
+    /// head's replay point: a restore of the head carries the WAL up to it.
+    pub wal_end: u64,
     /// Whether the pass wrote any manifest (false: already caught up).
     pub committed: bool,
     pub manifests_committed: u64,
@@ -109,13 +115,36 @@ pub struct PassOutcome {
     pub bytes_copied: u64,
 }
 
-/// The manifests and data objects a reader of `head` may touch.
+/// The manifests and data objects a reader of `head` may touch, and the
+/// WAL run the source holds after it when the pass starts.
 #[derive(Debug)]
 struct Closure {
     head: VersionedManifest,
     /// Every manifest of the closure by id, the head included.
     manifests: BTreeMap<u64, VersionedManifest>,
     objects: BTreeMap<String, ObjectFloor>,
+    /// The source's WAL after the head's replay point, contiguous: its
+    /// window, then what the writer published since the head was written
+    /// (a quiet writer's every write since its last memtable flush). Each
+    /// with its source time and size, recorded at the destination.
+    wal: Vec<WalRecord>,
+}
+
+impl Closure {
+    /// Whether `name` is a WAL object after the head's own window.
+    fn is_run(&self, name: &str) -> bool {
+        let window_end = crate::mirror::restore::replay_of(&self.head).window_end();
+        name.strip_prefix("wal/")
+            .and_then(parse_wal_file)
+            .is_some_and(|id| id > window_end)
+    }
+
+    /// The newest WAL id the pass brings: its run's end, or the head's
+    /// window end.
+    fn wal_end(&self) -> u64 {
+        let window_end = crate::mirror::restore::replay_of(&self.head).window_end();
+        self.wal.last().map_or(window_end, |r| r.id.max(window_end))
+    }
 }
 
 /// A pass attempt either finishes or must start over because the source
@@ -155,20 +184,16 @@ impl MirrorPair {
             url: self.source.url().to_string(),
         })?;
         check_source(self.source.url(), &latest)?;
-        if let Some(w) = &watermark {
-            if w.id() > latest.id() {
-                // Another source's destination says whose it is.
-                super::owner::claim(&self.destination, &self.source, &self.target).await?;
-                return Err(self.diverged(w.id(), latest.id()));
-            }
-            if w.id() == latest.id() && !self.deep_check.due() {
-                return Ok(Attempt::Done(PassOutcome {
-                    head: latest.id(),
-                    next_wal_sst_id: latest.next_wal_sst_id(),
-                    ..PassOutcome::default()
-                }));
-            }
+        if let Some(w) = &watermark
+            && w.id() > latest.id()
+        {
+            // Another source's destination says whose it is.
+            super::owner::claim(&self.destination, &self.source, &self.target).await?;
+            return Err(self.diverged(w.id(), latest.id()));
         }
+        // Caught up on manifests or not, the pass brings the WAL the
+        // writer published since its last manifest (planning finds none to
+        // copy when the tail already has).
         // Nothing is copied, repaired or committed into a destination
         // not proven this source's.
         super::owner::claim(&self.destination, &self.source, &self.target).await?;
@@ -180,7 +205,17 @@ impl MirrorPair {
         if work.is_empty() {
             return self.commit(&closure, watermark.as_ref(), 0, 0, None).await;
         }
-        let pin = self.pin().await?;
+        // A checkpoint protects a manifest's SSTs and WAL window, not the
+        // WAL the writer published after it (source GC keeps that while
+        // the latest manifest replays it, and for its `min_age`). So a
+        // pass that brings only new WAL takes no pin: a pin writes two
+        // source manifests, and would make a continuous target pass again
+        // for as long as the writer writes.
+        let pin = if work.iter().all(|name| closure.is_run(name)) {
+            Pin::none(closure.head.id())
+        } else {
+            self.pin().await?
+        };
         let result = self
             .pinned_copy_and_commit(&pin, watermark.as_ref(), cancel)
             .await;
@@ -230,8 +265,24 @@ impl MirrorPair {
         if tokio::time::Instant::now() >= copied.pin_deadline {
             return Ok(Attempt::Restart("pin lapsed before commit".into()));
         }
+        self.record_wal_times(&closure, &work).await;
         self.commit(&closure, watermark, copied.objects, copied.bytes, Some(pin))
             .await
+    }
+
+    /// Records when the source wrote the WAL objects this pass copied, for
+    /// restores by time; a failed write only costs them precision.
+    async fn record_wal_times(&self, closure: &Closure, work: &[String]) {
+        let copied: BTreeSet<&str> = work.iter().map(String::as_str).collect();
+        let records: Vec<WalRecord> = closure
+            .wal
+            .iter()
+            .filter(|r| copied.contains(wal_name(r.id).as_str()))
+            .copied()
+            .collect();
+        if let Err(e) = super::wal_times::record(&self.destination.root(), records).await {
+            tracing::warn!(target = %self.target, "could not record WAL times: {e}");
+        }
     }
 
     /// The closure of `head`, or a restart reason when a pinned manifest
@@ -260,11 +311,34 @@ impl MirrorPair {
             manifests.insert(id, pinned);
         }
         manifests.insert(head.id(), head.clone());
+        let wal = self.source_wal(&head).await?;
+        for record in &wal {
+            objects.insert(wal_name(record.id), ObjectFloor { min_size: 0 });
+        }
         Ok(Ok(Closure {
             head,
             manifests,
             objects,
+            wal,
         }))
+    }
+
+    /// The source's WAL after `head`'s replay point, by one listing, up to
+    /// the first gap: the head's window and the run after it.
+    async fn source_wal(&self, head: &VersionedManifest) -> Result<Vec<WalRecord>, MirrorError> {
+        let after = head.replay_after_wal_id();
+        let listed = list_wal_after(&self.source.root(), after).await?;
+        let present: BTreeSet<u64> = listed.keys().copied().collect();
+        let end = run_end(&present, after);
+        Ok(listed
+            .range(after.saturating_add(1)..)
+            .take_while(|(id, _)| **id <= end)
+            .map(|(&id, meta)| WalRecord {
+                id,
+                written: meta.last_modified,
+                size: meta.size,
+            })
+            .collect())
     }
 
     /// The manifests the destination already has (the watermark and what
@@ -349,7 +423,7 @@ impl MirrorPair {
         } else {
             missing_at(&destination, compacted).await?
         };
-        work.extend(missing_at(&destination, wal).await?);
+        work.extend(missing_wal(&destination, wal).await?);
         Ok(work)
     }
 
@@ -504,6 +578,21 @@ struct Pin {
     released: AtomicBool,
 }
 
+impl Pin {
+    /// No checkpoint: the copy needs none (its objects are WAL no
+    /// checkpoint protects), or the test-only unpinned mode.
+    fn none(manifest_id: u64) -> Pin {
+        let never = tokio::time::Instant::now() + Duration::from_secs(365 * 24 * 3600);
+        Pin {
+            ids: Vec::new(),
+            manifest_id,
+            refresh_at: never,
+            deadline: never,
+            released: AtomicBool::new(false),
+        }
+    }
+}
+
 /// Refuses sources a byte copy cannot reproduce.
 pub fn check_source(url: &str, manifest: &VersionedManifest) -> Result<(), MirrorError> {
     match unsupported_source(manifest) {
@@ -513,6 +602,32 @@ pub fn check_source(url: &str, manifest: &VersionedManifest) -> Result<(), Mirro
         }),
         None => Ok(()),
     }
+}
+
+/// Which of the WAL objects `names` the destination lacks, by one listing
+/// from the lowest (a pass may bring a long run: one HEAD each would cost
+/// more than the copy).
+async fn missing_wal(
+    destination: &StoreRoot,
+    names: Vec<String>,
+) -> Result<Vec<String>, MirrorError> {
+    let ids = || {
+        names
+            .iter()
+            .filter_map(|n| n.strip_prefix("wal/").and_then(parse_wal_file))
+    };
+    let Some(lowest) = ids().min() else {
+        return Ok(Vec::new());
+    };
+    let there = list_wal_after(destination, lowest.saturating_sub(1)).await?;
+    Ok(names
+        .into_iter()
+        .filter(|n| {
+            n.strip_prefix("wal/")
+                .and_then(parse_wal_file)
+                .is_none_or(|id| !there.contains_key(&id))
+        })
+        .collect())
 }
 
 /// The first of `names` the source no longer has, after a copier failed

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeSet;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use slatedb::config::CheckpointOptions;
 use uuid::Uuid;
@@ -86,14 +85,7 @@ impl MirrorPair {
             .ok_or_else(|| MirrorError::NotADatabase {
                 url: self.source.url().to_string(),
             })?;
-        let never = tokio::time::Instant::now() + Duration::from_secs(365 * 24 * 3600);
-        Ok(Pin {
-            ids: Vec::new(),
-            manifest_id: latest.id(),
-            refresh_at: never,
-            deadline: never,
-            released: AtomicBool::new(false),
-        })
+        Ok(Pin::none(latest.id()))
     }
 
     /// Best effort: a pin left behind expires and source GC removes it.

@@ -84,6 +84,7 @@ pub struct MirrorMetrics {
     pub bytes: Family<CopiedLabels, Counter>,
     pub behind_manifests: Family<TargetLabels, Gauge>,
     pub behind_seconds: Family<TargetLabels, FloatGauge>,
+    pub recovery_point: Family<TargetLabels, FloatGauge>,
     pub last_restore_point: Family<TargetLabels, FloatGauge>,
     pub pruned: Family<PrunedLabels, Counter>,
 }
@@ -289,6 +290,12 @@ impl Metrics {
             m.behind_seconds.clone(),
         );
         r.register(
+            "sleet_mirror_recovery_point_seconds",
+            "Continuous targets: how far the newest restorable write may trail the source's newest \
+             durable write (the time since the WAL tail last found nothing newer to copy)",
+            m.recovery_point.clone(),
+        );
+        r.register(
             "sleet_mirror_last_restore_point_timestamp_seconds",
             "Unix time of the last restore point a pass committed",
             m.last_restore_point.clone(),
@@ -470,6 +477,7 @@ impl Metrics {
         let _ = m.bytes.get_or_create(&CopiedLabels::default());
         let _ = m.behind_manifests.get_or_create(&TargetLabels::default());
         let _ = m.behind_seconds.get_or_create(&TargetLabels::default());
+        let _ = m.recovery_point.get_or_create(&TargetLabels::default());
         let _ = m.last_restore_point.get_or_create(&TargetLabels::default());
         let _ = m.pruned.get_or_create(&PrunedLabels::default());
         let p = &metrics.plugins;

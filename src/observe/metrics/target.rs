@@ -56,6 +56,15 @@ impl TargetMetrics {
             .set(for_how_long.as_secs_f64());
     }
 
+    /// How far the newest restorable write may trail the source's.
+    pub fn recovery_point(&self, behind: Duration) {
+        self.metrics
+            .mirror
+            .recovery_point
+            .get_or_create(&self.labels)
+            .set(behind.as_secs_f64());
+    }
+
     /// A pass just committed a restore point.
     pub fn restore_point_committed(&self) {
         let now = std::time::SystemTime::now()
