@@ -11,6 +11,10 @@
 //! streaming examples in Python and JavaScript when their toolchains are
 //! installed (scripts/bench installs them).
 //!
+//! `cargo bench --bench mirror -- recovery` instead measures the
+//! recovery point of continuous mirrors, restores by time and periodic
+//! passes under a live writer (benches/mirror/recovery.rs).
+//!
 //! `cargo bench --bench mirror -- across` skips the one-endpoint S3 case;
 //! `cargo bench --bench mirror -- multipart` instead times builtin's
 //! streamed copy across two S3 endpoints of objects of 16 to 128 MiB, each
@@ -26,6 +30,9 @@
 //! when `SLEET_S3_ENDPOINT_2` points at a second such server (as
 //! `scripts/bench` asks `scripts/with-servers` for). docs/performance.md
 //! records a run.
+
+#[path = "mirror/recovery.rs"]
+mod recovery;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -199,6 +206,10 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
+    if filter.iter().any(|f| f == "recovery") {
+        runtime.block_on(recovery::recovery_bench());
+        return;
+    }
     if filter.iter().any(|f| f == "multipart") {
         match (&endpoint, std::env::var("SLEET_S3_ENDPOINT_2")) {
             (Some(endpoint), Ok(second)) => runtime.block_on(multipart(endpoint, &second)),

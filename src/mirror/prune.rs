@@ -208,6 +208,7 @@ impl MirrorPair {
         // after the latest included.
         let tail_floor = restore_points
             .iter()
+            .filter(|id| !planted(Planted::PruneKeepsLatestOnly) || **id == latest)
             .filter_map(|id| decoded.get(id))
             .map(|m| m.replay_after_wal_id().saturating_add(1))
             .min()

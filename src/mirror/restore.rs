@@ -16,7 +16,7 @@ use super::layout::{
 };
 use super::points::newest_restore_point;
 use super::verify::{Needed, add_needs, closure_problems};
-use super::wal_run::{Replay, as_of, latest_end};
+use super::wal_run::{as_of, latest_end, replay_of};
 use super::wal_times::WalListing;
 use crate::fleet::database::DatabaseHandle;
 use crate::mirror::copier::builtin::BuiltinCopier;
@@ -290,14 +290,6 @@ async fn resolve(
             let end = replay_of(&chosen).window_end();
             Ok((chosen, end))
         }
-    }
-}
-
-/// Where a manifest's replay starts and its window ends.
-pub fn replay_of(manifest: &VersionedManifest) -> Replay {
-    Replay {
-        after: manifest.replay_after_wal_id(),
-        next: manifest.next_wal_sst_id(),
     }
 }
 

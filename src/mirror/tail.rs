@@ -29,7 +29,7 @@ pub const TAIL_INTERVAL: Duration = Duration::from_millis(500);
 pub const TAIL_ACTIVE_FOR: Duration = Duration::from_secs(60);
 /// Source times are written out at most this often (and when the tail
 /// stops): one small PUT, not one per look.
-pub const RECORD_EVERY: Duration = Duration::from_secs(10);
+pub const RECORD_EVERY: Duration = Duration::from_secs(2);
 
 #[derive(Debug)]
 pub struct Tail {

@@ -147,7 +147,7 @@ async fn check_wal_run(
     report: &mut VerifyReport,
 ) -> Result<(), MirrorError> {
     let root = target.root();
-    let replay = super::restore::replay_of(newest);
+    let replay = super::wal_run::replay_of(newest);
     let mut wal = WalListing::list(&root).await?;
     let end = latest_end(replay, &wal.ids());
     wal.date(&root, |span| span.last > replay.after).await?;

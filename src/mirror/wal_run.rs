@@ -46,6 +46,14 @@ pub struct Replay {
     pub next: u64,
 }
 
+/// Where a manifest's replay starts and its window ends.
+pub fn replay_of(manifest: &slatedb::VersionedManifest) -> Replay {
+    Replay {
+        after: manifest.replay_after_wal_id(),
+        next: manifest.next_wal_sst_id(),
+    }
+}
+
 impl Replay {
     /// The last WAL id of the manifest's own window (`after` when empty).
     pub fn window_end(self) -> u64 {

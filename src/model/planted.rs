@@ -37,8 +37,8 @@ pub enum Planted {
     /// that cannot restore, and later passes take its objects as present.
     MirrorCommitsBeforeCopy,
     /// Mirror retention keeps only the objects of the destination's latest
-    /// manifest, ignoring the older restore points it promises to keep
-    /// and what their checkpoints pin.
+    /// manifest and the WAL after its replay point, ignoring the older
+    /// restore points it promises to keep and what their checkpoints pin.
     PruneKeepsLatestOnly,
     /// A restore copies its manifest and the manifest's own WAL window
     /// but not the WAL run the mirror copied after it: a quiet writer's

@@ -22,13 +22,12 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::MirrorError;
-use super::io::{data_sizes, list_dir, list_wal_after, missing_at, read_latest, read_manifest};
+use super::io::{data_sizes, list_dir, missing_at, read_latest, read_manifest};
 use super::layout::{
-    COMPACTED_DIR, ObjectFloor, kept_pins, live_pins, manifest_objects, parse_wal_file,
-    unsupported_source, wal_name,
+    COMPACTED_DIR, ObjectFloor, kept_pins, live_pins, manifest_objects, unsupported_source,
+    wal_name,
 };
 use super::proof::{Checked, check_copies};
-use super::wal_run::run_end;
 use super::wal_times::WalRecord;
 use crate::fleet::database::DatabaseHandle;
 use crate::mirror::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
@@ -38,6 +37,7 @@ use crate::store::StoreRoot;
 /// Attempts before a pass that keeps losing races with the source gives up.
 mod commit;
 mod pins;
+mod wal;
 
 const MAX_ATTEMPTS: usize = 5;
 
@@ -128,23 +128,6 @@ struct Closure {
     /// (a quiet writer's every write since its last memtable flush). Each
     /// with its source time and size, recorded at the destination.
     wal: Vec<WalRecord>,
-}
-
-impl Closure {
-    /// Whether `name` is a WAL object after the head's own window.
-    fn is_run(&self, name: &str) -> bool {
-        let window_end = crate::mirror::restore::replay_of(&self.head).window_end();
-        name.strip_prefix("wal/")
-            .and_then(parse_wal_file)
-            .is_some_and(|id| id > window_end)
-    }
-
-    /// The newest WAL id the pass brings: its run's end, or the head's
-    /// window end.
-    fn wal_end(&self) -> u64 {
-        let window_end = crate::mirror::restore::replay_of(&self.head).window_end();
-        self.wal.last().map_or(window_end, |r| r.id.max(window_end))
-    }
 }
 
 /// A pass attempt either finishes or must start over because the source
@@ -270,21 +253,6 @@ impl MirrorPair {
             .await
     }
 
-    /// Records when the source wrote the WAL objects this pass copied, for
-    /// restores by time; a failed write only costs them precision.
-    async fn record_wal_times(&self, closure: &Closure, work: &[String]) {
-        let copied: BTreeSet<&str> = work.iter().map(String::as_str).collect();
-        let records: Vec<WalRecord> = closure
-            .wal
-            .iter()
-            .filter(|r| copied.contains(wal_name(r.id).as_str()))
-            .copied()
-            .collect();
-        if let Err(e) = super::wal_times::record(&self.destination.root(), records).await {
-            tracing::warn!(target = %self.target, "could not record WAL times: {e}");
-        }
-    }
-
     /// The closure of `head`, or a restart reason when a pinned manifest
     /// vanished while reading it.
     async fn closure(
@@ -321,24 +289,6 @@ impl MirrorPair {
             objects,
             wal,
         }))
-    }
-
-    /// The source's WAL after `head`'s replay point, by one listing, up to
-    /// the first gap: the head's window and the run after it.
-    async fn source_wal(&self, head: &VersionedManifest) -> Result<Vec<WalRecord>, MirrorError> {
-        let after = head.replay_after_wal_id();
-        let listed = list_wal_after(&self.source.root(), after).await?;
-        let present: BTreeSet<u64> = listed.keys().copied().collect();
-        let end = run_end(&present, after);
-        Ok(listed
-            .range(after.saturating_add(1)..)
-            .take_while(|(id, _)| **id <= end)
-            .map(|(&id, meta)| WalRecord {
-                id,
-                written: meta.last_modified,
-                size: meta.size,
-            })
-            .collect())
     }
 
     /// The manifests the destination already has (the watermark and what
@@ -423,7 +373,7 @@ impl MirrorPair {
         } else {
             missing_at(&destination, compacted).await?
         };
-        work.extend(missing_wal(&destination, wal).await?);
+        work.extend(wal::missing_wal(&destination, wal).await?);
         Ok(work)
     }
 
@@ -602,32 +552,6 @@ pub fn check_source(url: &str, manifest: &VersionedManifest) -> Result<(), Mirro
         }),
         None => Ok(()),
     }
-}
-
-/// Which of the WAL objects `names` the destination lacks, by one listing
-/// from the lowest (a pass may bring a long run: one HEAD each would cost
-/// more than the copy).
-async fn missing_wal(
-    destination: &StoreRoot,
-    names: Vec<String>,
-) -> Result<Vec<String>, MirrorError> {
-    let ids = || {
-        names
-            .iter()
-            .filter_map(|n| n.strip_prefix("wal/").and_then(parse_wal_file))
-    };
-    let Some(lowest) = ids().min() else {
-        return Ok(Vec::new());
-    };
-    let there = list_wal_after(destination, lowest.saturating_sub(1)).await?;
-    Ok(names
-        .into_iter()
-        .filter(|n| {
-            n.strip_prefix("wal/")
-                .and_then(parse_wal_file)
-                .is_none_or(|id| !there.contains_key(&id))
-        })
-        .collect())
 }
 
 /// The first of `names` the source no longer has, after a copier failed
