@@ -253,8 +253,7 @@ async fn resolve(
         }
         RestorePoint::Manifest(id) => Err(no_point(at, format!("the backup has no manifest {id}"))),
         RestorePoint::Time(ts) => {
-            let ts_ms = ts.timestamp_millis();
-            wal.date(&root, |span| span.first_ms <= ts_ms).await?;
+            wal.date_around(&root, ts).await?;
             let mut end = None;
             let by_wal = newest_restore_point(backup, listed, now, |m| {
                 end = as_of(&[(m.id(), replay_of(m))], &present, &wal.times, ts).map(|(_, e)| e);

@@ -118,15 +118,16 @@ pub async fn list_spans(root: &StoreRoot) -> Result<BTreeMap<String, Span>, Mirr
         .collect())
 }
 
-/// The records of the objects `pick` chooses among `spans`, by id. An
+/// The records of the objects `pick` chooses among `spans` (an id may
+/// have more than one: a pass and the tail may both copy it). An
 /// unreadable or malformed object is skipped with a warning: its WAL
 /// objects fall back to their copies' times.
 pub async fn read_records(
     root: &StoreRoot,
     spans: &BTreeMap<String, Span>,
     pick: impl Fn(&Span) -> bool,
-) -> Result<BTreeMap<u64, WalRecord>, MirrorError> {
-    let mut records = BTreeMap::new();
+) -> Result<Vec<WalRecord>, MirrorError> {
+    let mut records = Vec::new();
     for (name, _) in spans.iter().filter(|(_, span)| pick(span)) {
         let Some(body) = get_bytes(root, name).await? else {
             continue;
@@ -137,7 +138,7 @@ pub async fn read_records(
         };
         for (id, ms, size) in body.wal {
             if let Some(written) = DateTime::from_timestamp_millis(ms) {
-                records.insert(id, WalRecord { id, written, size });
+                records.push(WalRecord { id, written, size });
             }
         }
     }
@@ -176,13 +177,45 @@ impl WalListing {
         self.sizes.keys().copied().collect()
     }
 
+    /// Dates the WAL for a decision "written by `at`?" reading as few
+    /// record objects as it can: a record object whose span the name says
+    /// ends by `at` dates its objects by its last time (no later than
+    /// their own, and not after `at`), one that begins after `at` by its
+    /// first (after `at`); only those that straddle `at` (usually one)
+    /// are read for their objects' own times.
+    pub async fn date_around(
+        &mut self,
+        root: &StoreRoot,
+        at: DateTime<Utc>,
+    ) -> Result<(), MirrorError> {
+        let at_ms = at.timestamp_millis();
+        for span in self.spans.values() {
+            let bound = if span.last_ms <= at_ms {
+                span.last_ms
+            } else if span.first_ms > at_ms {
+                span.first_ms
+            } else {
+                continue;
+            };
+            let Some(bound) = DateTime::from_timestamp_millis(bound) else {
+                continue;
+            };
+            for (_, time) in self.times.range_mut(span.first..=span.last) {
+                *time = bound;
+            }
+        }
+        self.date(root, |span| span.first_ms <= at_ms && at_ms < span.last_ms)
+            .await
+    }
+
     /// Dates the WAL by the record objects `pick` chooses.
     pub async fn date(
         &mut self,
         root: &StoreRoot,
         pick: impl Fn(&Span) -> bool,
     ) -> Result<(), MirrorError> {
-        for (id, record) in read_records(root, &self.spans, pick).await? {
+        for record in read_records(root, &self.spans, pick).await? {
+            let id = record.id;
             match self.sizes.get(&id) {
                 Some(&size) if size == record.size => {
                     self.times.insert(id, record.written);
@@ -200,7 +233,76 @@ impl WalListing {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use object_store::ObjectStoreExt;
+    use object_store::memory::InMemory;
+
     use super::*;
+
+    fn at(ms: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp_millis(ms).expect("a time")
+    }
+
+    /// WAL 1..=6 copied (their copies all dated 10 s after the fact),
+    /// recorded in three objects: 1-2 at 1.0-1.1 s, 3-4 at 2.0-2.2 s, 5-6
+    /// at 3.0-3.1 s. Around 2.1 s only the middle object is read: 1-2 are
+    /// dated by their span's end, 5-6 by its start, 3-4 by their records.
+    #[tokio::test]
+    async fn dating_around_a_time_reads_only_the_record_that_straddles_it() {
+        let root = StoreRoot {
+            url: "memory:///dest".into(),
+            store: Arc::new(InMemory::new()),
+            prefix: "dest".into(),
+            address: None,
+        };
+        for id in 1..=6u64 {
+            root.store
+                .put(
+                    &root.path(&crate::mirror::layout::wal_name(id)),
+                    vec![7u8; 3].into(),
+                )
+                .await
+                .unwrap();
+        }
+        let record = |id, ms| WalRecord {
+            id,
+            written: at(ms),
+            size: 3,
+        };
+        record_all(&root, vec![record(1, 1_000), record(2, 1_100)]).await;
+        record_all(&root, vec![record(3, 2_000), record(4, 2_200)]).await;
+        record_all(&root, vec![record(5, 3_000), record(6, 3_100)]).await;
+        // A record the object disagrees with is reported, not used.
+        record_all(
+            &root,
+            vec![WalRecord {
+                size: 9,
+                ..record(6, 3_050)
+            }],
+        )
+        .await;
+        let mut listing = WalListing::list(&root).await.unwrap();
+        listing.date_around(&root, at(2_100)).await.unwrap();
+        let ms = |id| listing.times[&id].timestamp_millis();
+        assert_eq!((ms(1), ms(2)), (1_100, 1_100));
+        assert_eq!((ms(3), ms(4)), (2_000, 2_200));
+        assert!(ms(5) > 2_100 && ms(6) > 2_100);
+        assert!(
+            listing.disagreeing.is_empty(),
+            "not read: {:?}",
+            listing.disagreeing
+        );
+
+        let mut all = WalListing::list(&root).await.unwrap();
+        all.date(&root, |_| true).await.unwrap();
+        assert_eq!(all.times[&6].timestamp_millis(), 3_100);
+        assert_eq!(all.disagreeing.len(), 1, "{:?}", all.disagreeing);
+    }
+
+    async fn record_all(root: &StoreRoot, records: Vec<WalRecord>) {
+        record(root, records).await.unwrap();
+    }
 
     #[test]
     fn a_record_name_says_its_ids_and_times_and_parses_back() {
