@@ -126,6 +126,19 @@ fn compaction_code_spec(
     }
 }
 
+/// The destinations of `database`'s continuous mirrors, which its GC
+/// waits for before it collects WAL (`services::wal_hold`).
+fn continuous_mirrors(database: &str, settings: &DatabaseSettings) -> Vec<String> {
+    if !settings.services.contains(&Service::Mirror) {
+        return Vec::new();
+    }
+    applied_targets(database, settings)
+        .into_iter()
+        .filter(|t| t.settings.mode == crate::config::MirrorMode::Continuous)
+        .map(|t| t.destination)
+        .collect()
+}
+
 /// What one assignment runs. `shared` gives the destinations more than
 /// one (database, target) copies to (computed only when a mirror task
 /// asks).
@@ -143,6 +156,7 @@ pub(super) fn task_spec<'a>(
             settings
                 .idle
                 .for_gc(settings.gc.linger(), settings.gc.shortest_min_age()),
+            continuous_mirrors(database, settings),
         )),
         Service::CompactorCoordinator => service(ServiceSpec::Coordinator(
             settings.coordinator.clone(),

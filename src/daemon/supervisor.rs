@@ -21,6 +21,7 @@ use crate::services::compaction_code::CompactionCode;
 use crate::services::idle::wakes::WakeSignals;
 use crate::services::outside_compactor::Sighting;
 use crate::services::outside_compactor::records::EpochRecords;
+use crate::services::wal_hold::WalHold;
 use crate::services::{ServiceError, ServiceSpec, run_service};
 
 /// The first retry waits twice this; each failure doubles the wait.
@@ -292,6 +293,18 @@ impl Supervisor {
                 ));
                 let code = self.compaction_code(spec)?;
                 let code = code.as_ref();
+                let hold = match spec {
+                    ServiceSpec::Gc(_, _, tails) if !tails.is_empty() => {
+                        let tails = tails
+                            .iter()
+                            .map(|url| (shared.opener)(url))
+                            .collect::<Result<Vec<_>, _>>()?;
+                        let hold: Arc<dyn slatedb::GcFilter> =
+                            Arc::new(WalHold::new(source.clone(), tails));
+                        Some(hold)
+                    }
+                    _ => None,
+                };
                 Ok(run_service(
                     &source,
                     spec,
@@ -300,6 +313,7 @@ impl Supervisor {
                     &shared.wakes,
                     &started,
                     recorder,
+                    hold,
                     token,
                 )
                 .await?)

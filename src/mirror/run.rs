@@ -454,10 +454,13 @@ impl Follow {
             let floor = outcome
                 .next_wal_sst_id
                 .max(outcome.wal_end.saturating_add(1));
-            match &mut self.tail {
-                Some(tail) => tail.advance_floor(floor),
-                None => self.tail = Some(Tail::start(&pair.destination.root(), floor).await?),
-            }
+            let tail = match self.tail.take() {
+                Some(tail) => tail,
+                None => Tail::start(&pair.destination.root(), floor).await?,
+            };
+            self.tail
+                .insert(tail)
+                .passed(outcome.wal_start, outcome.wal_end);
             if outcome.committed || prune_due {
                 prune_now(pair, settings, watch).await?;
                 self.last_prune = tokio::time::Instant::now();

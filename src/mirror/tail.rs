@@ -35,6 +35,10 @@ pub const RECORD_EVERY: Duration = Duration::from_secs(2);
 pub struct Tail {
     /// The next WAL id to look for at the source.
     next: u64,
+    /// The WAL the last pass brought: from its head's replay point on
+    /// through its run. The tail skips it, and a hole below it (WAL the
+    /// source collected before anyone copied it) ends there.
+    brought: Option<std::ops::RangeInclusive<u64>>,
     /// Copied objects whose source times are not yet recorded.
     unrecorded: Vec<WalRecord>,
     last_recorded: tokio::time::Instant,
@@ -55,6 +59,7 @@ impl Tail {
             .max();
         Ok(Tail {
             next: highest.map_or(floor, |h| (h + 1).max(floor)),
+            brought: None,
             unrecorded: Vec::new(),
             last_recorded: tokio::time::Instant::now(),
             caught_up: None,
@@ -69,13 +74,17 @@ impl Tail {
         Ok((tail.next > 0).then_some(tail))
     }
 
-    /// A pass brought the WAL up to `floor - 1`: no need to look below it.
-    pub fn advance_floor(&mut self, floor: u64) {
-        self.next = self.next.max(floor);
-    }
-
-    pub fn next(&self) -> u64 {
-        self.next
+    /// A pass brought WAL ids `first..=last` (its head's window and run;
+    /// none when `first > last`). The tail goes on from where it is: below
+    /// `first` it still copies what the source has (WAL between two
+    /// manifests, which restores by time use, held for the mirror by the
+    /// fleet's GC while the tail was away), and skips the ids the pass
+    /// brought.
+    pub fn passed(&mut self, first: u64, last: u64) {
+        if self.next >= first {
+            self.next = self.next.max(last.saturating_add(1));
+        }
+        self.brought = Some(first..=last);
     }
 
     /// When the tail should look next: soon while the writer is active,
@@ -104,11 +113,35 @@ impl Tail {
     ) -> Result<u64, MirrorError> {
         let mut copied = 0;
         loop {
+            if let Some(brought) = &self.brought
+                && brought.contains(&self.next)
+            {
+                self.next = brought.end() + 1;
+            }
             let looked = tokio::time::Instant::now();
             let name = wal_name(self.next);
             let Some((body, meta)) = get_with_meta(source, &name).await? else {
-                self.caught_up = Some(looked);
-                break;
+                match &self.brought {
+                    // A hole below what the last pass brought: collected
+                    // at the source before anyone copied it; restores from
+                    // that pass's head on do not need it.
+                    Some(brought) if self.next < *brought.start() => {
+                        tracing::info!(
+                            "WAL {} was collected at {} before the mirror copied it; restores by \
+                             time cannot stop between WAL {} and {}",
+                            self.next,
+                            source.url,
+                            self.next,
+                            brought.start()
+                        );
+                        self.next = (*brought.start()).max(brought.end().saturating_add(1));
+                        continue;
+                    }
+                    _ => {
+                        self.caught_up = Some(looked);
+                        break;
+                    }
+                }
             };
             let size = body.len() as u64;
             destination

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use slatedb::GarbageCollectorBuilder;
 use slatedb::config::GarbageCollectorOptions;
+use slatedb::{GarbageCollectorBuilder, GcFilter};
 use slatedb_common::metrics::MetricsRecorder;
 use tokio_util::sync::CancellationToken;
 
@@ -18,13 +18,10 @@ pub(super) async fn run_gc(
     db: &DatabaseHandle,
     options: GarbageCollectorOptions,
     recorder: Arc<dyn MetricsRecorder>,
+    hold: Option<Arc<dyn GcFilter>>,
     token: CancellationToken,
 ) -> Result<(), slatedb::Error> {
-    let gc = GarbageCollectorBuilder::new(db.path().clone(), db.store_for("gc"))
-        .with_options(options)
-        .with_metrics_recorder(recorder)
-        .replaying(db)
-        .build();
+    let gc = builder(db, options, recorder, hold).build();
     until_cancelled(gc.run(), || gc.stop(), &token).await
 }
 
@@ -34,11 +31,28 @@ pub(super) async fn sweep_once(
     db: &DatabaseHandle,
     options: GarbageCollectorOptions,
     recorder: Arc<dyn MetricsRecorder>,
+    hold: Option<Arc<dyn GcFilter>>,
 ) {
+    builder(db, options, recorder, hold)
+        .build()
+        .run_gc_once()
+        .await;
+}
+
+/// SlateDB's collector for `db`, reporting to `recorder`, holding the WAL
+/// its continuous mirrors still need when `hold` is given.
+fn builder(
+    db: &DatabaseHandle,
+    options: GarbageCollectorOptions,
+    recorder: Arc<dyn MetricsRecorder>,
+    hold: Option<Arc<dyn GcFilter>>,
+) -> GarbageCollectorBuilder<slatedb::object_store::path::Path> {
     let gc = GarbageCollectorBuilder::new(db.path().clone(), db.store_for("gc"))
         .with_options(options)
         .with_metrics_recorder(recorder)
-        .replaying(db)
-        .build();
-    gc.run_gc_once().await;
+        .replaying(db);
+    match hold {
+        Some(hold) => gc.with_gc_filter(hold),
+        None => gc,
+    }
 }

@@ -30,6 +30,7 @@ pub mod outside_compactor;
 mod registration;
 mod replay;
 mod slatedb_options;
+pub mod wal_hold;
 mod workers;
 
 pub use coordinator::Claim;
@@ -115,7 +116,9 @@ impl ServiceError {
 /// when they change.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServiceSpec {
-    Gc(GcSettings, ServiceIdle),
+    /// The last field: the destinations of the database's continuous
+    /// mirrors, whose tails the GC waits for ([`wal_hold`]).
+    Gc(GcSettings, ServiceIdle, Vec<String>),
     Coordinator(
         CoordinatorSettings,
         OutsideCompactorSettings,
@@ -176,13 +179,14 @@ pub async fn run_service(
     wakes: &WakeSignals,
     started: &(dyn Fn() + Sync),
     recorder: Arc<dyn MetricsRecorder>,
+    hold: Option<Arc<dyn slatedb::GcFilter>>,
     token: CancellationToken,
 ) -> Result<(), ServiceError> {
     // Boxed: a start-up check, held by every task's future for its whole
     // life if inline (the largest state an idle task would carry).
     Box::pin(db.gated(db.check_servable())).await?;
     match spec {
-        ServiceSpec::Gc(gc, idle) if idle.settings.enabled => {
+        ServiceSpec::Gc(gc, idle, _) if idle.settings.enabled => {
             started();
             let options = gc_options(gc, db.supports_conditional_update());
             let mut watch = VersionWatch::new(db.clone(), Watched::Changes, idle.list_always);
@@ -190,7 +194,7 @@ pub async fn run_service(
                 tokio::select! {
                     biased;
                     () = token.cancelled() => return Ok(()),
-                    () = Box::pin(db.gated(sweep_once(db, options.clone(), recorder.clone()))) => {}
+                    () = Box::pin(db.gated(sweep_once(db, options.clone(), recorder.clone(), hold.clone()))) => {}
                 }
             }
             let vet = || async { Ok(()) };
@@ -203,18 +207,18 @@ pub async fn run_service(
                 ..Signals::default()
             };
             while_busy(&mut watch, idle, &token, &signals, vet, |child| {
-                let (options, recorder) = (options.clone(), recorder.clone());
+                let (options, recorder, hold) = (options.clone(), recorder.clone(), hold.clone());
                 async move {
-                    let result = run_gc(db, options, recorder, child).await;
+                    let result = run_gc(db, options, recorder, hold, child).await;
                     result.map_err(|e| db.slatedb_error(e).into())
                 }
             })
             .await
         }
-        ServiceSpec::Gc(gc, _) => {
+        ServiceSpec::Gc(gc, _, _) => {
             started();
             let options = gc_options(gc, db.supports_conditional_update());
-            let result = Box::pin(run_gc(db, options, recorder, token)).await;
+            let result = Box::pin(run_gc(db, options, recorder, hold, token)).await;
             result.map_err(|e| db.slatedb_error(e).into())
         }
         ServiceSpec::Coordinator(c, outside, idle, _) if idle.settings.enabled => {

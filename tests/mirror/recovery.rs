@@ -34,11 +34,16 @@ struct QuietSource {
 
 impl QuietSource {
     async fn new(targets: &str) -> QuietSource {
+        Self::with_config(&format!(
+            "[node]\nheartbeat_interval = \"200ms\"\n\n{targets}"
+        ))
+        .await
+    }
+
+    /// A quiet source whose fleet's `sleet.toml` is `config`.
+    async fn with_config(config: &str) -> QuietSource {
         let root = FileRoot::new();
-        root.write(
-            "sleet.toml",
-            &format!("[node]\nheartbeat_interval = \"200ms\"\n\n{targets}"),
-        );
+        root.write("sleet.toml", config);
         let data = tempfile::tempdir().unwrap();
         let url = format!("file://{}/source", data.path().display());
         let (store, path) = db::open_store(&url);
@@ -88,19 +93,27 @@ impl QuietSource {
     }
 
     fn start_mirror_node(&mut self) {
+        self.start_node(&[Service::Mirror]);
+    }
+
+    fn start_node(&mut self, services: &[Service]) {
         let token = CancellationToken::new();
         let fleet = self.fleet.clone();
         let child = token.clone();
-        let options = NodeOptions::new("mirror").with_services([Service::Mirror]);
+        let options = NodeOptions::new("node").with_services(services.iter().copied());
         let handle = tokio::spawn(async move { fleet.run_node(options, child).await });
         self.node = Some((token, handle));
     }
 
-    async fn stop(mut self) {
+    async fn stop_node(&mut self) {
         if let Some((token, handle)) = self.node.take() {
             token.cancel();
             handle.await.unwrap().unwrap();
         }
+    }
+
+    async fn stop(mut self) {
+        self.stop_node().await;
         self.writer.close().await.unwrap();
         drop(self.root);
     }
@@ -152,12 +165,16 @@ async fn found(url: &str, count: usize) -> (usize, Option<usize>) {
 
 /// The source's newest WAL id.
 async fn newest_wal(url: &str) -> u64 {
+    wal_ids(url).await.last().copied().unwrap_or(0)
+}
+
+/// The WAL ids a root holds.
+async fn wal_ids(url: &str) -> std::collections::BTreeSet<u64> {
     db::objects(url, "wal")
         .await
         .iter()
         .filter_map(|f| f.strip_suffix(".sst")?.parse().ok())
-        .max()
-        .unwrap_or(0)
+        .collect()
 }
 
 /// A continuous mirror of a quiet writer: every restore brings back every
@@ -293,5 +310,98 @@ async fn a_restore_by_time_holds_exactly_the_writes_acknowledged_by_then() {
             "restored at {between} ({restored:?})"
         );
     }
+    source.stop().await;
+}
+
+/// While a continuous mirror is away, the fleet's GC holds the WAL it has
+/// not copied (here: WAL a memtable flush made history, past a 1 s
+/// `min_age`), and the tail copies it when the mirror is back; then GC
+/// collects it. The same GC deleting the same objects once the mirror
+/// holds them is the control: it is the hold that kept them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_fleets_gc_holds_the_wal_a_mirror_away_has_not_copied() {
+    let dest_dir = tempfile::tempdir().unwrap();
+    let backup = format!("file://{}/live", dest_dir.path().display());
+    let config = format!(
+        "{}\n{}poll = \"200ms\"\n",
+        crate::harness::fast_services(),
+        target_toml("live", &backup)
+    );
+    let mut source = QuietSource::with_config(&config).await;
+    source.start_node(&[Service::Gc, Service::Mirror]);
+    source.write(20).await;
+    let published = newest_wal(&source.url).await;
+    eventually(
+        Duration::from_secs(20),
+        "the tail copies the WAL",
+        || async { newest_wal(&backup).await >= published },
+    )
+    .await;
+
+    // The mirror is away; the fleet's GC goes on.
+    source.stop_node().await;
+    source.start_node(&[Service::Gc]);
+    source.write(30).await;
+    let away: Vec<u64> = wal_ids(&source.url)
+        .await
+        .into_iter()
+        .filter(|id| *id > published)
+        .collect();
+    assert!(!away.is_empty());
+    // More WAL, then a memtable flush: SlateDB keeps the WAL from the
+    // replay point on, so the replay point must lie past `away`.
+    source.write(10).await;
+    source
+        .writer
+        .flush_with_options(FlushOptions {
+            flush_type: FlushType::MemTable,
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let at_source = wal_ids(&source.url).await;
+    assert!(
+        away.iter().all(|id| at_source.contains(id)),
+        "GC held {away:?} for the mirror: the source has {at_source:?}"
+    );
+
+    // Back: the tail copies what was held, and GC lets it go.
+    source.stop_node().await;
+    source.start_node(&[Service::Gc, Service::Mirror]);
+    let start = std::time::Instant::now();
+    loop {
+        let copied = wal_ids(&backup).await;
+        if away.iter().all(|id| copied.contains(id)) {
+            break;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            panic!(
+                "away {away:?}; backup {copied:?}; source {:?}",
+                wal_ids(&source.url).await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A change wakes the idle GC, which now lets the copied WAL go.
+    source.write(5).await;
+    source
+        .writer
+        .flush_with_options(FlushOptions {
+            flush_type: FlushType::MemTable,
+        })
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "GC collects the copied WAL",
+        || async {
+            let at_source = wal_ids(&source.url).await;
+            !at_source.contains(&away[0])
+        },
+    )
+    .await;
+    let copy = source.url_of("restored");
+    restore(&backup, &copy, RestorePoint::Latest).await;
+    assert_eq!(found(&copy, 65).await, (65, None));
     source.stop().await;
 }

@@ -393,6 +393,7 @@ async fn a_fence_by_another_fleet_node_is_not_an_outside_compactor() {
                 &wakes,
                 &|| {},
                 noop_recorder(),
+                None,
                 run_token,
             )
             .await

@@ -49,6 +49,7 @@ impl MirrorPair {
         Ok(Attempt::Done(PassOutcome {
             head,
             next_wal_sst_id: closure.head.next_wal_sst_id(),
+            wal_start: closure.head.replay_after_wal_id().saturating_add(1),
             wal_end: closure.wal_end(),
             committed: committed > 0,
             manifests_committed: committed,

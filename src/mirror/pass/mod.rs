@@ -105,6 +105,9 @@ pub struct PassOutcome {
     /// The source manifest the destination now holds.
     pub head: u64,
     pub next_wal_sst_id: u64,
+    /// The first WAL id after the head's replay point: the pass brought
+    /// `wal_start..=wal_end` (none when `wal_start > wal_end`).
+    pub wal_start: u64,
     /// The newest WAL id the destination now holds with no gap after the
     /// head's replay point: a restore of the head carries the WAL up to it.
     pub wal_end: u64,
