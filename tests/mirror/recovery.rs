@@ -199,6 +199,14 @@ async fn a_restore_holds_every_write_the_wal_tail_copied() {
         || async { newest_wal(&backup).await >= published },
     )
     .await;
+    // Status: the newest restorable write is the source's newest.
+    let status = source
+        .fleet
+        .status(sleet::StatusOptions::default().with_mirrors(true))
+        .await
+        .unwrap();
+    let row = status.mirrors.iter().find(|m| m.target == "live").expect("a row");
+    assert_eq!(row.recovery_point_seconds, Some(0.0), "{row:?}");
     // Verify sees the run and dates its end.
     let report = ops::verify_url(&backup, CopyProgress::new()).await.unwrap();
     assert!(report.problems.is_empty(), "{:#?}", report.problems);
