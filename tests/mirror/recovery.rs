@@ -205,7 +205,11 @@ async fn a_restore_holds_every_write_the_wal_tail_copied() {
         .status(sleet::StatusOptions::default().with_mirrors(true))
         .await
         .unwrap();
-    let row = status.mirrors.iter().find(|m| m.target == "live").expect("a row");
+    let row = status
+        .mirrors
+        .iter()
+        .find(|m| m.target == "live")
+        .expect("a row");
     assert_eq!(row.recovery_point_seconds, Some(0.0), "{row:?}");
     // Verify sees the run and dates its end.
     let report = ops::verify_url(&backup, CopyProgress::new()).await.unwrap();
@@ -318,6 +322,31 @@ async fn a_restore_by_time_holds_exactly_the_writes_acknowledged_by_then() {
             "restored at {between} ({restored:?})"
         );
     }
+
+    // A destination written before the records (sleet 0.1's, or a tail
+    // that stopped before it wrote them) still restores and verifies:
+    // its WAL is dated by the copies, never earlier than the source, so
+    // a restore by time keeps no write made after the time.
+    let records = dest_dir.path().join("nightly/sleet-wal-times");
+    assert!(records.is_dir(), "the pass recorded source times");
+    std::fs::remove_dir_all(&records).unwrap();
+    let report = ops::verify_url(&backup, CopyProgress::new()).await.unwrap();
+    assert!(report.problems.is_empty(), "{:#?}", report.problems);
+    let copy = source.url_of("at-without-records");
+    restore(
+        &backup,
+        &copy,
+        RestorePoint::Time(acked[0] + chrono::Duration::milliseconds(700)),
+    )
+    .await;
+    let (held, _) = found(&copy, 120).await;
+    assert!(
+        held <= 40,
+        "{held} writes, of which only 40 were acknowledged by then"
+    );
+    let latest = source.url_of("latest-without-records");
+    restore(&backup, &latest, RestorePoint::Latest).await;
+    assert_eq!(found(&latest, 120).await, (120, None));
     source.stop().await;
 }
 
