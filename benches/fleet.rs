@@ -7,6 +7,8 @@
 //! for their knobs).
 //! Figures go to stdout; docs/performance.md records a run.
 
+#[path = "counted_opener.rs"]
+mod counted_opener;
 #[path = "fleet/scale_cli.rs"]
 mod scale_cli;
 
@@ -18,8 +20,7 @@ use std::time::{Duration, Instant};
 use object_store::ObjectStore;
 use object_store::path::Path;
 use sleet::config::DatabaseConfig;
-use sleet::daemon::{DatabaseOpener, owned_tasks};
-use sleet::fleet::database::DatabaseHandle;
+use sleet::daemon::owned_tasks;
 use sleet::fleet::root::{FleetView, NodeSighting};
 use sleet::model::placement::{PlacementHash, PlacementKey};
 use sleet::testing::{ALL_OPS, CountingStore};
@@ -778,20 +779,7 @@ impl CountedNode {
             Arc::new(object_store::local::LocalFileSystem::new())
         };
         let service_counts = Arc::new(CountingStore::new(databases));
-        let counted = service_counts.clone();
-        let opener: DatabaseOpener = Arc::new(move |url: &str| {
-            let (_, path) = sleet::store::open_url(url).map_err(|source| {
-                sleet::fleet::database::DatabaseError::Store {
-                    url: url.to_string(),
-                    source,
-                }
-            })?;
-            Ok(DatabaseHandle::from_parts(
-                url.to_string(),
-                counted.clone(),
-                path,
-            ))
-        });
+        let opener = counted_opener::counted_opener(service_counts.clone());
         let shutdown = CancellationToken::new();
         let metrics = Arc::new(sleet::observe::metrics::Metrics::default());
         let task = tokio::spawn({

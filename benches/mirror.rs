@@ -31,8 +31,12 @@
 //! `scripts/bench` asks `scripts/with-servers` for). docs/performance.md
 //! records a run.
 
+#[path = "counted_opener.rs"]
+mod counted_opener;
 #[path = "mirror/recovery.rs"]
 mod recovery;
+
+use counted_opener::counted_opener;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

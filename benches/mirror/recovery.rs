@@ -23,14 +23,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::counted_opener;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use object_store::ObjectStore;
 use slatedb::Db;
-use slatedb::config::Settings;
 use sleet::commands::mirror as ops;
-use sleet::daemon::DatabaseOpener;
-use sleet::fleet::database::DatabaseHandle;
 use sleet::mirror::copier::{CopierOptions, CopyProgress};
 use sleet::mirror::restore::RestorePoint;
 use sleet::testing::{ALL_OPS, CountingStore};
@@ -147,11 +145,7 @@ async fn one_case(rate: Rate, store: &str, restores: usize) {
     .expect("sleet.toml");
     let (store_handle, path) = sleet::store::open_url(&source_url).expect("a source store");
     let writer = Db::builder(path, store_handle.clone())
-        .with_settings(Settings {
-            compactor_options: None,
-            garbage_collector_options: None,
-            ..Settings::default()
-        })
+        .with_settings(sleet::commands::demo::served_writer_settings())
         .build()
         .await
         .expect("a writer");
@@ -160,20 +154,7 @@ async fn one_case(rate: Rate, store: &str, restores: usize) {
 
     // The node, its database requests counted.
     let counts = Arc::new(CountingStore::new(store_handle.clone()));
-    let counted = counts.clone();
-    let opener: DatabaseOpener = Arc::new(move |url: &str| {
-        let (_, path) = sleet::store::open_url(url).map_err(|source| {
-            sleet::fleet::database::DatabaseError::Store {
-                url: url.to_string(),
-                source,
-            }
-        })?;
-        Ok(DatabaseHandle::from_parts(
-            url.to_string(),
-            counted.clone() as Arc<dyn ObjectStore>,
-            path,
-        ))
-    });
+    let opener = counted_opener(counts.clone() as Arc<dyn ObjectStore>);
     let shutdown = CancellationToken::new();
     let node = tokio::spawn({
         let fleet = fleet.clone();
@@ -206,18 +187,8 @@ async fn one_case(rate: Rate, store: &str, restores: usize) {
         tokio::time::sleep(Duration::from_millis(2000 + (n as u64 * 1_777) % 4000)).await;
         let began = Instant::now();
         let dest = format!("{scratch}-{n}");
-        let restored = ops::restore_urls(
-            &backup_url,
-            &dest,
-            RestorePoint::Latest,
-            false,
-            CopyProgress::new(),
-            &CancellationToken::new(),
-        )
-        .await
-        .expect("restore");
+        let held = restore_and_count(&backup_url, &dest, RestorePoint::Latest).await;
         took.push(began.elapsed());
-        let held = count_prefix(&dest).await;
         next = held;
         let acks = acks.lock().expect("acks");
         let missed = acks.at.get(held).copied().flatten();
@@ -225,7 +196,6 @@ async fn one_case(rate: Rate, store: &str, restores: usize) {
             Some((acked, _)) if acked < began => began - acked,
             _ => Duration::ZERO,
         };
-        let _ = restored;
         recovery.push(trail);
     }
     let minutes = active_since.elapsed().as_secs_f64() / 60.0;
@@ -238,17 +208,7 @@ async fn one_case(rate: Rate, store: &str, restores: usize) {
         let back = chrono::Duration::milliseconds(3_000 + (n as i64 * 7_919) % 30_000);
         let at = horizon - back;
         let dest = format!("{scratch}-at-{n}");
-        ops::restore_urls(
-            &backup_url,
-            &dest,
-            RestorePoint::Time(at),
-            false,
-            CopyProgress::new(),
-            &CancellationToken::new(),
-        )
-        .await
-        .expect("restore by time");
-        let held = count_prefix(&dest).await;
+        let held = restore_and_count(&backup_url, &dest, RestorePoint::Time(at)).await;
         let due = acks.lock().expect("acks").acknowledged_by(at);
         at_errors.push((held as i64 - due as i64, at));
     }
@@ -271,17 +231,8 @@ async fn one_case(rate: Rate, store: &str, restores: usize) {
         .await
         .expect("a periodic pass");
         let dest = format!("{scratch}-periodic-{n}");
-        ops::restore_urls(
-            &format!("{backup_url}-periodic"),
-            &dest,
-            RestorePoint::Latest,
-            false,
-            CopyProgress::new(),
-            &CancellationToken::new(),
-        )
-        .await
-        .expect("restore of a periodic point");
-        let held = count_prefix(&dest).await;
+        let periodic = format!("{backup_url}-periodic");
+        let held = restore_and_count(&periodic, &dest, RestorePoint::Latest).await;
         periodic_missing.push(due.saturating_sub(held));
     }
     stop.cancel();
@@ -374,6 +325,21 @@ async fn write_at(
     }
     while durable.next().await.is_some() {}
     written
+}
+
+/// Restores `backup` at `at` into `dest`; how many writes it holds.
+async fn restore_and_count(backup: &str, dest: &str, at: RestorePoint) -> usize {
+    ops::restore_urls(
+        backup,
+        dest,
+        at,
+        false,
+        CopyProgress::new(),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("restore {at} of {backup}: {e}"));
+    count_prefix(dest).await
 }
 
 /// How many writes the database at `url` holds, checking they are the

@@ -71,6 +71,17 @@ const WRITE_EVERY: Duration = Duration::from_secs(2);
 const REPORT_EVERY: Duration = Duration::from_secs(3);
 const KEYS_PER_ROUND: usize = 64;
 
+/// How a writer of a database the fleet serves opens (the README's
+/// advice): SlateDB's defaults, its own compactor and collector off, as
+/// the fleet's node does that work.
+pub fn served_writer_settings() -> Settings {
+    Settings {
+        compactor_options: None,
+        garbage_collector_options: None,
+        ..Settings::default()
+    }
+}
+
 /// Writer settings that make small L0 SSTs quickly, with no embedded
 /// compactor or GC: the fleet's node does that work.
 pub fn small_sst_writer_settings() -> Settings {
@@ -81,9 +92,7 @@ pub fn small_sst_writer_settings() -> Settings {
         max_unflushed_bytes: 64 * 1024,
         min_filter_keys: 0,
         l0_max_ssts: 64,
-        compactor_options: None,
-        garbage_collector_options: None,
-        ..Settings::default()
+        ..served_writer_settings()
     }
 }
 

@@ -328,19 +328,35 @@ async fn run_continuous(
     watch: &TargetMetrics,
     cancel: &CancellationToken,
 ) -> Result<(), MirrorError> {
-    let destination = pair.destination.root();
-    let mut follow = Follow::new(settings);
-    let result = follow
-        .run(pair, settings, runtime, hooks, watch, cancel)
-        .await;
+    let mut follow = Follow {
+        pair,
+        settings,
+        runtime,
+        hooks,
+        watch,
+        cancel,
+        idle: settings.poll,
+        max_idle: IDLE_POLL_MAX.max(settings.poll),
+        watermark: None,
+        tail: None,
+        last_prune: tokio::time::Instant::now(),
+        lag: Lag::default(),
+    };
+    let result = follow.run().await;
     if let Some(tail) = &mut follow.tail {
-        tail.flush_records(&destination).await;
+        tail.flush_records(&pair.destination.root()).await;
     }
     result
 }
 
-/// A continuous target's state between looks.
-struct Follow {
+/// A continuous target: what it runs with, and its state between looks.
+struct Follow<'a> {
+    pair: &'a MirrorPair,
+    settings: &'a MirrorTargetSettings,
+    runtime: &'a MirrorRuntime,
+    hooks: &'a PassHooks,
+    watch: &'a TargetMetrics,
+    cancel: &'a CancellationToken,
     idle: Duration,
     max_idle: Duration,
     watermark: Option<u64>,
@@ -349,27 +365,9 @@ struct Follow {
     lag: Lag,
 }
 
-impl Follow {
-    fn new(settings: &MirrorTargetSettings) -> Follow {
-        Follow {
-            idle: settings.poll,
-            max_idle: IDLE_POLL_MAX.max(settings.poll),
-            watermark: None,
-            tail: None,
-            last_prune: tokio::time::Instant::now(),
-            lag: Lag::default(),
-        }
-    }
-
-    async fn run(
-        &mut self,
-        pair: &MirrorPair,
-        settings: &MirrorTargetSettings,
-        runtime: &MirrorRuntime,
-        hooks: &PassHooks,
-        watch: &TargetMetrics,
-        cancel: &CancellationToken,
-    ) -> Result<(), MirrorError> {
+impl Follow<'_> {
+    async fn run(&mut self) -> Result<(), MirrorError> {
+        let (pair, settings, cancel) = (self.pair, self.settings, self.cancel);
         let source = pair.source.root();
         let destination = pair.destination.root();
         // A destination that already holds WAL is tailed from its newest
@@ -379,10 +377,7 @@ impl Follow {
         loop {
             let mut active = false;
             if tokio::time::Instant::now() >= next_look {
-                match self
-                    .look(pair, settings, runtime, hooks, watch, cancel)
-                    .await?
-                {
+                match self.look().await? {
                     Looked::Cancelled => return Ok(()),
                     Looked::Deferred => {
                         if !pause(settings.poll, cancel).await {
@@ -398,7 +393,7 @@ impl Follow {
                 // Before the look: what a restore would have missed at most
                 // had it started now.
                 if let Some(behind) = tail.behind() {
-                    watch.recovery_point(behind);
+                    self.watch.recovery_point(behind);
                 }
                 let copied = tail.step(&source, &destination).await?;
                 active |= copied > 0;
@@ -415,12 +410,8 @@ impl Follow {
                 next_look = tokio::time::Instant::now() + self.idle;
             }
             let wake = next_look.min(tokio::time::Instant::now() + tail_wait);
-            if !pause(
-                wake.saturating_duration_since(tokio::time::Instant::now()),
-                cancel,
-            )
-            .await
-            {
+            let wait = wake.saturating_duration_since(tokio::time::Instant::now());
+            if !pause(wait, cancel).await {
                 return Ok(());
             }
         }
@@ -428,15 +419,14 @@ impl Follow {
 
     /// One look at the source's manifests: a pass when the latest moved,
     /// and a prune when one is due.
-    async fn look(
-        &mut self,
-        pair: &MirrorPair,
-        settings: &MirrorTargetSettings,
-        runtime: &MirrorRuntime,
-        hooks: &PassHooks,
-        watch: &TargetMetrics,
-        cancel: &CancellationToken,
-    ) -> Result<Looked, MirrorError> {
+    async fn look(&mut self) -> Result<Looked, MirrorError> {
+        let (pair, settings, runtime, watch, cancel) = (
+            self.pair,
+            self.settings,
+            self.runtime,
+            self.watch,
+            self.cancel,
+        );
         let latest = latest_manifest_id(&pair.source.root()).await?;
         self.lag.observe(latest, self.watermark, watch);
         let prune_due =
@@ -445,7 +435,7 @@ impl Follow {
             let Some(_permit) = permit(runtime, cancel).await else {
                 return Ok(Looked::Cancelled);
             };
-            let Some(outcome) = self.pass_beside_tail(pair, hooks, watch, cancel).await? else {
+            let Some(outcome) = self.pass_beside_tail().await? else {
                 // Deferred by a hook: no pass and no tail until it allows.
                 return Ok(Looked::Deferred);
             };
@@ -478,23 +468,16 @@ impl Follow {
         }
         Ok(Looked::Done { committed: false })
     }
-}
 
-impl Follow {
     /// A pass, with the WAL tail going on beside it: a pass copies a
     /// flush's or a compaction's SSTs, which can take minutes, and the
     /// recovery point must not wait for it. The tail looks between the
     /// pass's polls (a look is a few small requests); both may write one
     /// WAL object, with the same bytes.
-    async fn pass_beside_tail(
-        &mut self,
-        pair: &MirrorPair,
-        hooks: &PassHooks,
-        watch: &TargetMetrics,
-        cancel: &CancellationToken,
-    ) -> Result<Option<super::pass::PassOutcome>, MirrorError> {
+    async fn pass_beside_tail(&mut self) -> Result<Option<super::pass::PassOutcome>, MirrorError> {
+        let pair = self.pair;
         let (source, destination) = (pair.source.root(), pair.destination.root());
-        let pass = hooks.pass(pair, watch, cancel);
+        let pass = self.hooks.pass(pair, self.watch, self.cancel);
         tokio::pin!(pass);
         loop {
             let wait = self

@@ -181,6 +181,34 @@ where
     }
 }
 
+/// `sleet mirror restore` of `backup` at `at` into `dest`.
+pub async fn restore(
+    backup: &str,
+    dest: &str,
+    at: sleet::mirror::restore::RestorePoint,
+) -> sleet::model::response::MirrorRestoreResponse {
+    try_restore(backup, dest, at)
+        .await
+        .unwrap_or_else(|e| panic!("restore {at} of {backup}: {e}"))
+}
+
+/// [`restore`], its error returned.
+pub async fn try_restore(
+    backup: &str,
+    dest: &str,
+    at: sleet::mirror::restore::RestorePoint,
+) -> Result<sleet::model::response::MirrorRestoreResponse, sleet::Error> {
+    ops::restore_urls(
+        backup,
+        dest,
+        at,
+        false,
+        CopyProgress::new(),
+        &CancellationToken::new(),
+    )
+    .await
+}
+
 /// `[database.mirror.targets.<name>]` with `url` and extra lines.
 pub fn target_toml(name: &str, url: &str) -> String {
     format!("[database.mirror.targets.{name}]\nurl = \"{url}\"\n")

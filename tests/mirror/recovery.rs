@@ -6,16 +6,15 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use slatedb::Db;
-use slatedb::config::{FlushOptions, FlushType, Settings};
+use slatedb::config::{FlushOptions, FlushType};
 use sleet::commands::mirror as ops;
 use sleet::mirror::copier::{CopierOptions, CopyProgress};
 use sleet::mirror::restore::RestorePoint;
-use sleet::model::response::MirrorRestoreResponse;
 use sleet::{CancellationToken, Fleet, NodeOptions, Service};
 
 use crate::common::FileRoot;
 use crate::db;
-use crate::harness::{eventually, target_toml};
+use crate::harness::{eventually, restore, target_toml};
 
 /// A registered database whose writer runs SlateDB's defaults but for the
 /// compactor and collector (the fleet's): its writes stay in the WAL.
@@ -48,11 +47,7 @@ impl QuietSource {
         let url = format!("file://{}/source", data.path().display());
         let (store, path) = db::open_store(&url);
         let writer = Db::builder(path, store)
-            .with_settings(Settings {
-                compactor_options: None,
-                garbage_collector_options: None,
-                ..Settings::default()
-            })
+            .with_settings(sleet::commands::demo::served_writer_settings())
             .build()
             .await
             .expect("a SlateDB writer");
@@ -92,6 +87,21 @@ impl QuietSource {
         Utc::now()
     }
 
+    /// One `sleet mirror sync` of `target` now.
+    async fn sync(&self, target: &str) -> sleet::model::response::MirrorSyncResponse {
+        ops::sync_once(
+            self.fleet.root(),
+            &self.url,
+            target,
+            &CopierOptions::default(),
+            ops::Hooks::Ask,
+            CopyProgress::new(),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("sync {target}: {e}"))
+    }
+
     fn start_mirror_node(&mut self) {
         self.start_node(&[Service::Mirror]);
     }
@@ -125,19 +135,6 @@ fn key(i: usize) -> String {
 
 fn value(i: usize) -> Vec<u8> {
     format!("{i}:").repeat(32).into_bytes()
-}
-
-async fn restore(backup: &str, dest: &str, at: RestorePoint) -> MirrorRestoreResponse {
-    ops::restore_urls(
-        backup,
-        dest,
-        at,
-        false,
-        CopyProgress::new(),
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("restore {at} of {backup}: {e}"))
 }
 
 /// How many of keys `0..count` a fresh reader of `url` finds, and the
@@ -250,17 +247,7 @@ async fn a_periodic_restore_point_holds_every_write_acknowledged_before_its_pass
     let target = target_toml("nightly", &backup) + "mode = \"periodic\"\n";
     let mut source = QuietSource::new(&target).await;
     source.write(120).await;
-    let synced = ops::sync_once(
-        source.fleet.root(),
-        &source.url,
-        "nightly",
-        &CopierOptions::default(),
-        ops::Hooks::Ask,
-        CopyProgress::new(),
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap();
+    let synced = source.sync("nightly").await;
     assert!(synced.committed, "{synced:?}");
     let copy = source.url_of("restored");
     restore(&backup, &copy, RestorePoint::Latest).await;
@@ -268,17 +255,7 @@ async fn a_periodic_restore_point_holds_every_write_acknowledged_before_its_pass
 
     // Caught up on manifests, a later pass still brings the new WAL.
     source.write(30).await;
-    ops::sync_once(
-        source.fleet.root(),
-        &source.url,
-        "nightly",
-        &CopierOptions::default(),
-        ops::Hooks::Ask,
-        CopyProgress::new(),
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap();
+    source.sync("nightly").await;
     let again = source.url_of("restored-again");
     restore(&backup, &again, RestorePoint::Latest).await;
     assert_eq!(found(&again, 150).await, (150, None));
@@ -300,17 +277,7 @@ async fn a_restore_by_time_holds_exactly_the_writes_acknowledged_by_then() {
         acked.push(source.write(40).await);
         tokio::time::sleep(gap).await;
     }
-    ops::sync_once(
-        source.fleet.root(),
-        &source.url,
-        "nightly",
-        &CopierOptions::default(),
-        ops::Hooks::Ask,
-        CopyProgress::new(),
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap();
+    source.sync("nightly").await;
     for (batch, at) in acked.iter().enumerate() {
         let between = *at + chrono::Duration::milliseconds(700);
         let copy = source.url_of(&format!("at-{batch}"));

@@ -9,16 +9,9 @@ use crate::db;
 use crate::harness::{Source, assert_verified, pause, target_toml};
 
 async fn restore(backup: &str, dest: &str, at: RestorePoint) -> Result<u64, sleet::Error> {
-    ops::restore_urls(
-        backup,
-        dest,
-        at,
-        false,
-        CopyProgress::new(),
-        &CancellationToken::new(),
-    )
-    .await
-    .map(|r| r.manifest_id)
+    crate::harness::try_restore(backup, dest, at)
+        .await
+        .map(|r| r.manifest_id)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
