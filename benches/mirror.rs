@@ -200,6 +200,8 @@ fn main() {
         // a node's would; set before the runtime starts any thread.
         unsafe {
             std::env::set_var("AWS_ENDPOINT", endpoint);
+            // The recovery bench opens s3:// URLs as a node does.
+            std::env::set_var("AWS_ALLOW_HTTP", "true");
             std::env::set_var("AWS_ACCESS_KEY_ID", "test");
             std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
             std::env::set_var("AWS_REGION", "us-east-1");

@@ -342,26 +342,46 @@ async fn restore_and_count(backup: &str, dest: &str, at: RestorePoint) -> usize 
     count_prefix(dest).await
 }
 
-/// How many writes the database at `url` holds, checking they are the
-/// first ones (a restore is a prefix of the writer's history).
+/// How many writes the database at `url` holds: a restore is a prefix of
+/// the writer's history, so the first write it lacks is found by binary
+/// search (17 reads for 100,000 writes, where a scan of a restore on the
+/// S3 server took minutes), and a sample below it is checked present.
 async fn count_prefix(url: &str) -> usize {
     let (store, path) = sleet::store::open_url(url).expect("a store");
     let reader = slatedb::DbReader::builder(path, store)
         .build()
         .await
         .unwrap_or_else(|e| panic!("{url}: {e}"));
-    let mut iter = reader.scan(..).await.expect("scan");
-    let mut held = 0;
-    while let Some(kv) = iter.next().await.expect("next") {
-        assert_eq!(
-            kv.key.as_ref(),
-            key(held).as_bytes(),
-            "{url} is not a prefix"
+    let holds = |write: usize| {
+        let reader = &reader;
+        async move { reader.get(key(write)).await.expect("get").is_some() }
+    };
+    // The first write it lacks lies in (low, high].
+    let (mut low, mut high) = (0usize, 1usize);
+    if !holds(0).await {
+        let _ = reader.close().await;
+        return 0;
+    }
+    while holds(high).await {
+        low = high;
+        high *= 2;
+    }
+    while high - low > 1 {
+        let middle = low + (high - low) / 2;
+        if holds(middle).await {
+            low = middle;
+        } else {
+            high = middle;
+        }
+    }
+    for sample in (0..high).step_by((high / 16).max(1)) {
+        assert!(
+            holds(sample).await,
+            "{url} holds write {low} but not {sample}"
         );
-        held += 1;
     }
     let _ = reader.close().await;
-    held
+    high
 }
 
 fn totals(counts: &CountingStore) -> [u64; 6] {
