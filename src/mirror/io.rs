@@ -143,6 +143,17 @@ pub(crate) async fn list_dir(
     Ok(objects)
 }
 
+/// The manifest ids under a root, by one listing.
+pub(crate) async fn list_manifest_ids(
+    root: &StoreRoot,
+) -> Result<std::collections::BTreeSet<u64>, MirrorError> {
+    Ok(list_dir(root, super::layout::MANIFEST_DIR)
+        .await?
+        .keys()
+        .filter_map(|name| super::layout::parse_manifest_file(name.rsplit('/').next()?))
+        .collect())
+}
+
 /// The root's WAL objects with ids above `after`, by id, from one listing
 /// that starts there (a page per 1,000 objects, whatever lies below).
 pub(crate) async fn list_wal_after(

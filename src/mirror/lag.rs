@@ -1,13 +1,10 @@
 //! How far a mirror destination trails its source, for `status --mirrors`.
 //! Read-only at both ends.
 
-use std::collections::BTreeSet;
-
 use slatedb::seq_tracker::FindOption;
 
 use super::MirrorError;
-use super::io::{list_dir, read_latest};
-use super::layout::{MANIFEST_DIR, WAL_DIR, parse_manifest_file, parse_wal_file};
+use super::io::{list_manifest_ids, list_wal_after, read_latest};
 use super::points::newest_restore_point;
 use super::wal_run::{latest_end, replay_of};
 use super::wal_times::WalListing;
@@ -26,14 +23,13 @@ pub async fn probe(
             url: source.url().to_string(),
         })?;
     status.source_manifest_id = Some(head.id());
-    let source_wal = list_dir(&source.root(), WAL_DIR).await?;
-    let newest_durable = source_wal
-        .iter()
-        .filter_map(|(name, meta)| Some((parse_wal_file(name.strip_prefix("wal/")?)?, meta)))
-        .max_by_key(|(id, _)| *id);
+    let newest_durable = list_wal_after(&source.root(), 0).await?.pop_last();
     let mut copied = WalListing::list(&destination.root()).await?;
-    let dest_wal = copied.ids().last().copied();
-    status.wal_behind = newest_durable.map(|(s, _)| s.saturating_sub(dest_wal.unwrap_or(0)));
+    let copied_ids = copied.ids();
+    let dest_wal = copied_ids.last().copied();
+    status.wal_behind = newest_durable
+        .as_ref()
+        .map(|(s, _)| s.saturating_sub(dest_wal.unwrap_or(0)));
     let Some(copy) = read_latest(destination).await? else {
         status.manifests_behind = Some(head.id());
         return Ok(());
@@ -47,17 +43,13 @@ pub async fn probe(
     }
     // The recovery point: the newest restore point's WAL run against the
     // source's newest WAL object, both dated by the source's clock.
-    let listed: BTreeSet<u64> = list_dir(&destination.root(), MANIFEST_DIR)
-        .await?
-        .keys()
-        .filter_map(|n| parse_manifest_file(n.rsplit('/').next()?))
-        .collect();
+    let listed = list_manifest_ids(&destination.root()).await?;
     let Some(point) =
         newest_restore_point(destination, &listed, destination.now(), |_| true).await?
     else {
         return Ok(());
     };
-    let end = latest_end(replay_of(&point), &copied.ids());
+    let end = latest_end(replay_of(&point), &copied_ids);
     let Some((newest_id, newest_meta)) = newest_durable else {
         status.recovery_point_seconds = Some(0.0);
         return Ok(());

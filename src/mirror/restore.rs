@@ -10,10 +10,8 @@ use slatedb::seq_tracker::FindOption;
 use tokio_util::sync::CancellationToken;
 
 use super::MirrorError;
-use super::io::{data_sizes, get_bytes, list_dir, read_manifest};
-use super::layout::{
-    MANIFEST_DIR, ObjectFloor, live_pins, manifest_name, parse_manifest_file, wal_name,
-};
+use super::io::{get_bytes, list_manifest_ids, list_sizes, read_manifest};
+use super::layout::{COMPACTED_DIR, ObjectFloor, live_pins, manifest_name, wal_name};
 use super::points::newest_restore_point;
 use super::verify::{Needed, add_needs, closure_problems};
 use super::wal_run::{as_of, latest_end, replay_of};
@@ -99,11 +97,7 @@ pub async fn restore(
     // (the restored root is a database, not a mirror).
     let source = super::owner::read(backup).await?.map(|owner| owner.source);
     let backup_root = backup.root();
-    let listed: BTreeSet<u64> = list_dir(&backup_root, MANIFEST_DIR)
-        .await?
-        .keys()
-        .filter_map(|n| parse_manifest_file(n.rsplit('/').next()?))
-        .collect();
+    let listed = list_manifest_ids(&backup_root).await?;
     let Some(&latest) = listed.last() else {
         return Err(MirrorError::NotADatabase {
             url: backup.url().to_string(),
@@ -128,7 +122,9 @@ pub async fn restore(
             .1
             .insert(chosen_id);
     }
-    let sizes = data_sizes(&backup_root).await?;
+    // The WAL listed once: for the run above, and for these checks.
+    let mut sizes = list_sizes(&backup_root, COMPACTED_DIR).await?;
+    sizes.extend(wal.named_sizes());
     let problems = closure_problems(&needed, &sizes);
     if !problems.is_empty() && !force {
         return Err(MirrorError::BrokenRestorePoint {

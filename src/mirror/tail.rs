@@ -15,8 +15,8 @@ use std::time::Duration;
 use object_store::ObjectStoreExt;
 
 use super::MirrorError;
-use super::io::{get_with_meta, list_dir};
-use super::layout::{WAL_DIR, parse_wal_file, wal_name};
+use super::io::{get_with_meta, list_wal_after};
+use super::layout::wal_name;
 use super::wal_times::{WalRecord, record};
 use crate::store::StoreRoot;
 
@@ -52,11 +52,10 @@ impl Tail {
     /// Starts after the highest WAL id the destination already has, and
     /// never below `floor` (past the last pass's WAL run).
     pub async fn start(destination: &StoreRoot, floor: u64) -> Result<Tail, MirrorError> {
-        let highest = list_dir(destination, WAL_DIR)
+        let highest = list_wal_after(destination, 0)
             .await?
-            .keys()
-            .filter_map(|name| parse_wal_file(name.strip_prefix("wal/")?))
-            .max();
+            .last_key_value()
+            .map(|(&id, _)| id);
         Ok(Tail {
             next: highest.map_or(floor, |h| (h + 1).max(floor)),
             brought: None,

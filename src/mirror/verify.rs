@@ -9,8 +9,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use slatedb::VersionedManifest;
 
 use super::MirrorError;
-use super::io::{data_sizes, list_sizes, read_manifest};
-use super::layout::{MANIFEST_DIR, ObjectFloor, live_pins, manifest_objects, parse_manifest_file};
+use super::io::{list_sizes, read_manifest};
+use super::layout::{
+    COMPACTED_DIR, MANIFEST_DIR, ObjectFloor, live_pins, manifest_objects, parse_manifest_file,
+};
 use super::points::restore_points;
 use super::wal_run::{latest_end, stranded};
 use super::wal_times::WalListing;
@@ -98,7 +100,10 @@ pub async fn verify_tracked(
                 .push(format!("manifest {id} vanished while verifying")),
         }
     }
-    let sizes = data_sizes(&root).await?;
+    // The WAL listed once: for the closures, and for the run below.
+    let mut wal = WalListing::list(&root).await?;
+    let mut sizes = list_sizes(&root, COMPACTED_DIR).await?;
+    sizes.extend(wal.named_sizes());
 
     let now = target.now();
     let pins: BTreeMap<u64, BTreeSet<u64>> = manifests
@@ -125,7 +130,7 @@ pub async fn verify_tracked(
         ));
     }
     if let Some(newest) = points.last().and_then(|id| manifests.get(id)) {
-        check_wal_run(target, newest, &mut report).await?;
+        check_wal_run(target, newest, &mut wal, &mut report).await?;
     }
     report.problems.extend(history_breaks(&manifests));
     report.manifests_checked = manifests.len() as u64;
@@ -144,16 +149,17 @@ fn is_zero(n: &u64) -> bool {
 async fn check_wal_run(
     target: &DatabaseHandle,
     newest: &VersionedManifest,
+    wal: &mut WalListing,
     report: &mut VerifyReport,
 ) -> Result<(), MirrorError> {
-    let root = target.root();
     let replay = super::wal_run::replay_of(newest);
-    let mut wal = WalListing::list(&root).await?;
-    let end = latest_end(replay, &wal.ids());
-    wal.date(&root, |span| span.last > replay.after).await?;
+    let ids = wal.ids();
+    let end = latest_end(replay, &ids);
+    wal.date(&target.root(), |span| span.last > replay.after)
+        .await?;
     report.wal_end = Some(end);
     report.newest_restorable_write = wal.times.get(&end).copied();
-    report.stranded_wal = stranded(&wal.ids(), end).len() as u64;
+    report.stranded_wal = stranded(&ids, end).len() as u64;
     report.problems.append(&mut wal.disagreeing);
     Ok(())
 }

@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use super::MirrorError;
-use super::io::{get_bytes, list_dir};
-use super::layout::{WAL_DIR, parse_wal_file};
+use super::io::{get_bytes, list_dir, list_wal_after};
+use super::layout::wal_name;
 use super::wal_run::WalTimes;
 use crate::store::StoreRoot;
 
@@ -161,15 +161,18 @@ impl WalListing {
     /// Lists a root's WAL (dated by the copies) and its record objects.
     pub async fn list(root: &StoreRoot) -> Result<WalListing, MirrorError> {
         let mut listing = WalListing::default();
-        for (name, meta) in list_dir(root, WAL_DIR).await? {
-            let Some(id) = name.strip_prefix("wal/").and_then(parse_wal_file) else {
-                continue;
-            };
+        for (id, meta) in list_wal_after(root, 0).await? {
             listing.sizes.insert(id, meta.size);
             listing.times.insert(id, meta.last_modified);
         }
         listing.spans = list_spans(root).await?;
         Ok(listing)
+    }
+
+    /// The WAL objects' sizes by root-relative name, as
+    /// [`super::io::data_sizes`] gives them, from this listing.
+    pub fn named_sizes(&self) -> impl Iterator<Item = (String, u64)> + '_ {
+        self.sizes.iter().map(|(&id, &size)| (wal_name(id), size))
     }
 
     /// The WAL ids listed.

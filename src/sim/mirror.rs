@@ -25,7 +25,7 @@ use crate::mirror::copier::CopyProgress;
 use crate::mirror::io::{list_dir, read_manifest};
 use crate::mirror::layout::{MANIFEST_DIR, live_pins, parse_manifest_file};
 use crate::mirror::points::restore_points;
-use crate::mirror::restore::{RestorePoint, restore};
+use crate::mirror::restore::{RestoreOutcome, RestorePoint, restore};
 
 /// A committed restore point did not restore.
 pub const RESTORE_BROKEN: &str = "restore-point-broken";
@@ -95,24 +95,14 @@ impl World {
         let Some(id) = chosen else {
             return Vec::new();
         };
-        self.restores += 1;
-        let scratch = self.checker_handle(&format!("s3://sim-restore/r{}", self.restores));
-        let restored = restore(
-            &backup,
-            &scratch,
-            RestorePoint::Manifest(id),
-            false,
-            CopyProgress::new(),
-            &CancellationToken::new(),
-        )
-        .await;
-        // The restore's own errors name the point.
-        if let Err(e) = restored {
-            return vec![broken(&url, format!("{which:?}: {e}"))];
-        }
-        let read = match self.read_all(&scratch).await {
-            Ok(read) => read,
-            Err(e) => {
+        let read = match self
+            .restore_and_read(&backup, RestorePoint::Manifest(id))
+            .await
+        {
+            Ok((_, read)) => read,
+            // The restore's own errors name the point.
+            Err(Unrestorable::Restore(e)) => return vec![broken(&url, format!("{which:?}: {e}"))],
+            Err(Unrestorable::Read(e)) => {
                 let why = format!("{which:?} restore point {id} restored but cannot be read: {e}");
                 return vec![broken(&url, why)];
             }
@@ -144,24 +134,12 @@ impl World {
         let url = mirror_url(index);
         let backup = self.checker_handle(&url);
         let began = self.clock.now();
-        self.restores += 1;
-        let scratch = self.checker_handle(&format!("s3://sim-restore/r{}", self.restores));
-        let restored = restore(
-            &backup,
-            &scratch,
-            RestorePoint::Latest,
-            false,
-            CopyProgress::new(),
-            &CancellationToken::new(),
-        )
-        .await;
-        let outcome = match restored {
-            Ok(outcome) => outcome,
-            Err(e) => return vec![broken(&url, format!("latest with its WAL: {e}"))],
-        };
-        let read = match self.read_all(&scratch).await {
-            Ok(read) => read,
-            Err(e) => {
+        let (outcome, read) = match self.restore_and_read(&backup, RestorePoint::Latest).await {
+            Ok(restored) => restored,
+            Err(Unrestorable::Restore(e)) => {
+                return vec![broken(&url, format!("latest with its WAL: {e}"))];
+            }
+            Err(Unrestorable::Read(e)) => {
                 let why = format!("latest with its WAL restored but cannot be read: {e}");
                 return vec![broken(&url, why)];
             }
@@ -195,6 +173,29 @@ impl World {
             });
         }
         found
+    }
+
+    /// Restores `at` of `backup` into a fresh scratch root, as `sleet
+    /// mirror restore` does, and reads it whole.
+    async fn restore_and_read(
+        &mut self,
+        backup: &DatabaseHandle,
+        at: RestorePoint,
+    ) -> Result<(RestoreOutcome, BTreeMap<String, String>), Unrestorable> {
+        self.restores += 1;
+        let scratch = self.checker_handle(&format!("s3://sim-restore/r{}", self.restores));
+        let outcome = restore(
+            backup,
+            &scratch,
+            at,
+            false,
+            CopyProgress::new(),
+            &CancellationToken::new(),
+        )
+        .await
+        .map_err(|e| Unrestorable::Restore(e.to_string()))?;
+        let read = self.read_all(&scratch).await.map_err(Unrestorable::Read)?;
+        Ok((outcome, read))
     }
 
     /// A handle on `url` through the checker's view (no faults), on the
@@ -236,6 +237,14 @@ impl World {
     }
 }
 
+/// Why a restore the checker made could not be judged.
+enum Unrestorable {
+    /// `restore` refused or failed.
+    Restore(String),
+    /// It restored, but a fresh reader cannot read it.
+    Read(String),
+}
+
 fn broken(url: &str, why: String) -> Violation {
     Violation {
         name: RESTORE_BROKEN,
@@ -251,7 +260,6 @@ fn broken(url: &str, why: String) -> Violation {
 /// overwritten by a later one.
 pub fn judge_prefix(read: &BTreeMap<String, String>, acknowledged: &[u64]) -> Option<String> {
     let mut newest = 0;
-    let mut numbers = BTreeMap::new();
     for (key, value) in read {
         let Some(number) = write_number(key, value) else {
             return Some(format!(
@@ -259,39 +267,41 @@ pub fn judge_prefix(read: &BTreeMap<String, String>, acknowledged: &[u64]) -> Op
             ));
         };
         newest = newest.max(number);
-        numbers.insert(key.as_str(), number);
     }
-    for &write in acknowledged.iter().filter(|w| **w < newest) {
+    let before = acknowledged.iter().copied().filter(|w| *w < newest);
+    let (key, found, write) = first_missing(read, before)?;
+    Some(format!(
+        "it holds write {newest} but {key} reads {found}: write {write}, acknowledged \
+         durable before write {newest} was made, is missing"
+    ))
+}
+
+/// The first of `writes` that `read` neither holds nor overwrote with a
+/// later write: its key, what that key reads, and the write.
+fn first_missing(
+    read: &BTreeMap<String, String>,
+    writes: impl IntoIterator<Item = u64>,
+) -> Option<(String, String, u64)> {
+    writes.into_iter().find_map(|write| {
         let key = format!("k{:04}", write % KEYS);
-        let holds = numbers.get(key.as_str()).copied();
-        if holds.is_none_or(|n| n < write) {
+        let holds = read.get(&key).and_then(|value| write_number(&key, value));
+        holds.is_none_or(|n| n < write).then(|| {
             let found = holds.map_or("nothing".to_string(), |n| format!("write {n}"));
-            return Some(format!(
-                "it holds write {newest} but {key} reads {found}: write {write}, acknowledged \
-                 durable before write {newest} was made, is missing"
-            ));
-        }
-    }
-    None
+            (key, found, write)
+        })
+    })
 }
 
 /// Why `read` misses one of the writes `due`, if it does: each must be
 /// there, or overwritten by a later write.
 pub fn judge_holds(read: &BTreeMap<String, String>, due: &[u64]) -> Option<String> {
-    for &write in due {
-        let key = format!("k{:04}", write % KEYS);
-        let holds = read.get(&key).and_then(|value| write_number(&key, value));
-        if holds.is_none_or(|n| n < write) {
-            let found = holds.map_or("nothing".to_string(), |n| format!("write {n}"));
-            return Some(format!(
-                "{key} reads {found}: write {write}, acknowledged more than {} s before the \
-                 restore began, is missing ({} writes were due)",
-                RECOVERY_BOUND.num_seconds(),
-                due.len()
-            ));
-        }
-    }
-    None
+    let (key, found, write) = first_missing(read, due.iter().copied())?;
+    Some(format!(
+        "{key} reads {found}: write {write}, acknowledged more than {} s before the restore \
+         began, is missing ({} writes were due)",
+        RECOVERY_BOUND.num_seconds(),
+        due.len()
+    ))
 }
 
 #[cfg(test)]
