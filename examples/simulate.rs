@@ -3,11 +3,15 @@
 //! the last events of its trace. Exit 0 when every seed passed, 1 when
 //! one failed, 2 for bad arguments.
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use sleet::sim::{FaultMix, KEPT_EVENTS, SimOptions, SimReport, planted_by_name, run};
+use sleet::sim::{
+    CONTROLS, Control, FaultMix, KEPT_EVENTS, Mark, SimOptions, SimReport, control_of,
+    planted_by_name, run,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -39,10 +43,8 @@ struct Args {
     /// writer-crash).
     #[arg(long, default_value = "all")]
     faults: String,
-    /// Plant a bug (a control): dead-nodes-stay-live,
-    /// tasks-outlive-ownership, config-changes-ignored,
-    /// stopped-tasks-stay-on-the-board, outside-compactor-vet-skipped.
-    /// Repeatable.
+    /// Plant a bug (a control; docs/reliability.md lists them all, e.g.
+    /// dead-nodes-stay-live, prune-ignores-pin-floor). Repeatable.
     #[arg(long = "plant")]
     planted: Vec<String>,
     /// No application writers: databases stay empty and only ownership is
@@ -55,7 +57,21 @@ struct Args {
     /// Run each seed twice and fail it if the two traces differ.
     #[arg(long)]
     replay: bool,
+    /// Run exactly the fleet, faults and timings given. By default each
+    /// seed draws its own (a swarm): --nodes and --databases are then the
+    /// most, and --faults the pool its faults come from.
+    #[arg(long)]
+    no_swarm: bool,
+    /// Measure detection power: run every planted bug's control (or only
+    /// those named with --plant) over the seeds and print the share of
+    /// seeds that find each.
+    #[arg(long)]
+    power: bool,
 }
+
+/// A run of this many seeds or more, with writers and every fault, fails
+/// when a coverage mark was never hit.
+const MARKS_REQUIRED_FROM: usize = 20;
 
 fn main() -> ExitCode {
     // Piped into `head`, stop quietly, as other command-line tools do.
@@ -76,12 +92,21 @@ fn main() -> ExitCode {
         Some(seed) => vec![seed],
         None => (args.first..args.first.saturating_add(args.seeds)).collect(),
     };
+    if args.power {
+        return power(&options, &seeds);
+    }
     let started = Instant::now();
     let mut failed = 0u64;
+    let mut marks: BTreeMap<Mark, (u64, u64)> = BTreeMap::new();
     for &seed in &seeds {
         let mut options = options.clone();
         options.seed = seed;
         let report = run(&options);
+        for (mark, hits) in &report.marks {
+            let (total, seeds_hit) = marks.entry(*mark).or_default();
+            *total += hits;
+            *seeds_hit += u64::from(*hits > 0);
+        }
         let mut problems: Vec<String> = report.violations.iter().map(|v| v.to_string()).collect();
         if args.replay {
             let again = run(&options);
@@ -106,6 +131,11 @@ fn main() -> ExitCode {
             print_failure(&report, &problems);
         }
     }
+    let never_hit = print_marks(&marks, seeds.len());
+    let marks_required = seeds.len() >= MARKS_REQUIRED_FROM
+        && options.writers
+        && options.faults == FaultMix::all()
+        && options.planted.is_empty();
     let wall = started.elapsed().as_secs_f64();
     let runs = seeds.len() as u64 * if args.replay { 2 } else { 1 };
     let simulated = (runs * options.minutes) as f64;
@@ -117,6 +147,15 @@ fn main() -> ExitCode {
         failed,
         simulated / wall.max(1e-9)
     );
+    if marks_required && !never_hit.is_empty() {
+        println!(
+            "FAILED: {} coverage marks never hit in {} seeds: {}",
+            never_hit.len(),
+            seeds.len(),
+            never_hit.join(", ")
+        );
+        return ExitCode::from(1);
+    }
     if failed > 0 {
         ExitCode::from(1)
     } else {
@@ -146,13 +185,74 @@ fn options(args: &Args) -> Result<SimOptions, String> {
         writers: !args.no_writers,
         trace: args.trace,
         planted,
+        swarm: !args.no_swarm,
     };
     options.validate()?;
     Ok(options)
 }
 
+/// Prints each mark's hits and the seeds that hit it; returns the marks
+/// never hit.
+fn print_marks(marks: &BTreeMap<Mark, (u64, u64)>, seeds: usize) -> Vec<&'static str> {
+    println!("coverage marks (hits, seeds of {seeds} that hit it):");
+    let mut never = Vec::new();
+    for (mark, (hits, seeds_hit)) in marks {
+        println!("  {:<34} {hits:>8} {seeds_hit:>5}", mark.name());
+        if *hits == 0 {
+            never.push(mark.name());
+        }
+    }
+    never
+}
+
+/// Runs each control over `seeds`, planted, and prints how many find it.
+fn power(options: &SimOptions, seeds: &[u64]) -> ExitCode {
+    let controls: Vec<&Control> = if options.planted.is_empty() {
+        CONTROLS.iter().collect()
+    } else {
+        options.planted.iter().map(|bug| control_of(*bug)).collect()
+    };
+    println!(
+        "detection power over seeds {}..={} ({}):",
+        seeds[0],
+        seeds[seeds.len() - 1],
+        if options.swarm { "swarm" } else { "fixed" }
+    );
+    println!("| switch | found in | of | share | first seed |");
+    println!("| --- | --- | --- | --- | --- |");
+    for control in controls {
+        let started = Instant::now();
+        let mut found = Vec::new();
+        for &seed in seeds {
+            let mut run_options = control.run_of(seed, true);
+            run_options.swarm = options.swarm;
+            run_options.minutes = options.minutes;
+            if !options.swarm {
+                run_options.nodes = options.nodes;
+                run_options.databases = options.databases;
+            }
+            if control.found_in(&run(&run_options)) {
+                found.push(seed);
+            }
+        }
+        println!(
+            "| {} | {} | {} | {:.0}% | {} |   ({:.0} s)",
+            control.bug.name(),
+            found.len(),
+            seeds.len(),
+            100.0 * found.len() as f64 / seeds.len() as f64,
+            found.first().map_or("-".to_string(), |s| s.to_string()),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    ExitCode::SUCCESS
+}
+
 fn print_failure(report: &SimReport, problems: &[String]) {
     println!("seed {} FAILED (trace {}):", report.seed, report.hash);
+    if let Some(swarm) = &report.swarm {
+        println!("  {swarm}");
+    }
     for problem in problems {
         println!("  {problem}");
     }

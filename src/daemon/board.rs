@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::owned::TaskKey;
+use crate::model::coverage::{self, Mark};
 use crate::model::heartbeat::{HeartbeatBody, OutsideCompactor, ServiceTasks, TaskFailure};
 use crate::model::planted::{Planted, planted};
 use crate::model::service::Service;
@@ -51,6 +52,7 @@ pub(super) struct BoardEntry {
 impl Drop for BoardEntry {
     fn drop(&mut self) {
         if !planted(Planted::StoppedTasksStayOnTheBoard) {
+            coverage::hit(Mark::BoardEntryRemoved);
             self.board.remove(&self.key, self.instance);
         }
     }

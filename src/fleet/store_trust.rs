@@ -14,6 +14,7 @@ use object_store::{ObjectStoreExt, PutPayload};
 
 use crate::config::StoreSettings;
 use crate::fleet::root::FleetRoot;
+use crate::model::coverage::{self, Mark};
 use crate::model::registry::encoded_name;
 use crate::store::check::{self as store_check, CheckOptions, Property, StoreReport};
 
@@ -234,6 +235,7 @@ pub async fn ensure(
         return Ok((report, false));
     }
     let report = store_check::run(store, url, base, CheckOptions::short(skew_bound)).await;
+    coverage::hit(Mark::StoreChecked);
     if !report.safe() {
         tracing::error!(
             store = %id,

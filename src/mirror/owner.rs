@@ -21,6 +21,8 @@ use super::MirrorError;
 use super::io::{get_bytes, put_create_new, read_latest};
 use super::layout::manifest_name;
 use crate::fleet::database::DatabaseHandle;
+use crate::model::coverage::{self, Mark};
+use crate::model::planted::{Planted, planted};
 
 /// The record's name at the destination root.
 pub const OWNER_FILE: &str = "sleet-mirror-source.json";
@@ -87,9 +89,15 @@ pub async fn claim(
         owner,
         source_url: source.url().to_string(),
     };
+    if planted(Planted::OwnerClaimSkipped) {
+        return Ok(());
+    }
     match judge(read(destination).await?.as_ref(), source.url()) {
         Ownership::Ours => return Ok(()),
-        Ownership::Theirs(owner) => return Err(owned_by_other(owner)),
+        Ownership::Theirs(owner) => {
+            coverage::hit(Mark::MirrorDestinationRefused);
+            return Err(owned_by_other(owner));
+        }
         Ownership::Unclaimed => {}
     }
     if let Some(latest) = read_latest(destination).await? {
@@ -103,13 +111,17 @@ pub async fn claim(
     };
     let body = serde_json::to_vec_pretty(&record).expect("owner records serialize");
     if put_create_new(&destination.root(), OWNER_FILE, body.into()).await? {
+        coverage::hit(Mark::MirrorDestinationClaimed);
         tracing::info!(destination = %destination.url(), source = %source.url(), "claimed the mirror destination");
         return Ok(());
     }
     // Another pass claimed it first.
     match judge(read(destination).await?.as_ref(), source.url()) {
         Ownership::Ours => Ok(()),
-        Ownership::Theirs(owner) => Err(owned_by_other(owner)),
+        Ownership::Theirs(owner) => {
+            coverage::hit(Mark::MirrorDestinationRefused);
+            Err(owned_by_other(owner))
+        }
         Ownership::Unclaimed => Err(MirrorError::OwnerUnreadable {
             destination: destination.url().to_string(),
             why: "it vanished right after a create-only write found it".into(),

@@ -26,7 +26,9 @@ use super::layout::{
 };
 use super::pass::MirrorPair;
 use super::points::newest_restore_point;
+use crate::model::coverage::{self, Mark, Region};
 use crate::model::planted::{Planted, planted};
+use crate::model::seams::{self, Seam};
 use crate::store::StoreRoot;
 
 /// What a prune did.
@@ -124,6 +126,10 @@ impl MirrorPair {
             .kept(&restore_points, decoded, &manifests, latest, now)
             .await?;
 
+        if coverage::under_way(Region::MirrorPass, self.destination.url()) > 0 {
+            coverage::hit(Mark::PruneDuringPass);
+        }
+        seams::at(Seam::BetweenListAndDelete).await;
         let spared_manifests = spared.as_ref().ok().map(|s| &s.manifests);
         let doomed: Vec<String> =
             doomed_manifests(manifests.keys().copied(), &kept, spared_manifests)
@@ -146,9 +152,28 @@ impl MirrorPair {
             return Ok(report);
         };
         let min_age = chrono::Duration::from_std(min_age).unwrap_or(chrono::Duration::MAX);
-        let guarded = |at: &DateTime<Utc>| now - *at <= min_age || floor.is_some_and(|f| *at >= f);
+        let young =
+            |at: &DateTime<Utc>| now - *at <= min_age && !planted(Planted::PruneIgnoresMinAge);
+        let after_pin = |at: &DateTime<Utc>| floor.is_some_and(|f| *at >= f);
+        // Which guard spares what kept restore points do not: marked, so
+        // the simulator can tell each was reached.
         let deletable = |name: &String, at: &DateTime<Utc>| {
-            !kept_objects.contains(name) && !spared.contains(name) && !guarded(at)
+            if kept_objects.contains(name) {
+                return false;
+            }
+            let spared_by = [
+                (spared.contains(name), Mark::PruneSparedForSource),
+                (young(at), Mark::PruneSparedForAge),
+                (after_pin(at), Mark::PruneSparedForPin),
+            ];
+            let mut deletable = true;
+            for (spares, mark) in spared_by {
+                if spares {
+                    coverage::hit(mark);
+                    deletable = false;
+                }
+            }
+            deletable
         };
         let mut doomed: Vec<String> = compacted
             .iter()
@@ -237,6 +262,9 @@ impl MirrorPair {
     /// (expired ones included), and the objects it or any of those still
     /// references.
     async fn spared_by_source(&self) -> Result<Spared, MirrorError> {
+        if planted(Planted::PruneIgnoresSource) {
+            return Ok(Spared::default());
+        }
         let result = async {
             let latest =
                 read_latest(&self.source)
@@ -270,6 +298,9 @@ impl MirrorPair {
     /// The oldest running pass's pin time less `min_age`: objects written
     /// after it may belong to a commit still to come.
     async fn pin_floor(&self, min_age: Duration) -> Option<DateTime<Utc>> {
+        if planted(Planted::PruneIgnoresPinFloor) {
+            return None;
+        }
         let name = pin_name(&self.target);
         let listed = self
             .source

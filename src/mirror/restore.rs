@@ -19,7 +19,9 @@ use super::wal_times::WalListing;
 use crate::fleet::database::DatabaseHandle;
 use crate::mirror::copier::builtin::BuiltinCopier;
 use crate::mirror::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
+use crate::model::coverage::{self, Mark};
 use crate::model::planted::{Planted, planted};
+use crate::model::seams::{self, Seam};
 use crate::store::StoreRoot;
 
 /// Objects copied at once during a restore.
@@ -105,6 +107,7 @@ pub async fn restore(
     };
     let mut wal = WalListing::list(&backup_root).await?;
     let (chosen, wal_end) = resolve(backup, &listed, latest, &mut wal, at).await?;
+    seams::at(Seam::BetweenRestorePointAndCopy).await;
     let chosen_id = chosen.id();
     let window_end = replay_of(&chosen).window_end();
     let members = members(backup, chosen, at).await?;
@@ -236,6 +239,9 @@ async fn resolve(
             } else {
                 latest_end(replay_of(&chosen), &present)
             };
+            if end > replay_of(&chosen).window_end() {
+                coverage::hit(Mark::RestoreTookWalRun);
+            }
             wal.date(&root, |span| span.first <= end && end <= span.last)
                 .await?;
             Ok((chosen, end))

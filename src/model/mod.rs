@@ -5,10 +5,12 @@
 //! (`heartbeat`), the placement hash (`placement`), service names and
 //! letters (`service`), identifiers (`ident`). Beside them the values
 //! handed down as settings (`policy`, `duration`), the JSON responses of
-//! the commands (`response`) and the build's versions (`version`).
+//! the commands (`response`) and the build's versions (`version`), and the simulator's switches
+//! (`planted`), marks (`coverage`) and `seams`, inert outside it.
 //!
 //! May import: nothing of the crate outside this folder.
 
+pub mod coverage;
 pub mod duration;
 pub mod heartbeat;
 pub mod ident;
@@ -17,5 +19,6 @@ pub mod planted;
 pub mod policy;
 pub mod registry;
 pub mod response;
+pub mod seams;
 pub mod service;
 pub mod version;

@@ -45,10 +45,36 @@ pub enum Planted {
     /// acknowledged writes, still in the WAL, are not restored (the bug of
     /// sleet before restore points at WAL granularity).
     RestoreDropsWalTail,
+    /// SlateDB's GC runs without the safety settings sleet hands it:
+    /// boundary files off and every directory's `min_age` zero, so GC may
+    /// delete what a writer, a compactor or a pass is about to reference.
+    GcSafetyOff,
+    /// A coordinator that gains a database starts at once, beside the
+    /// coordinator of the node that held the epoch, instead of waiting for
+    /// its holder to record that it stopped.
+    HandoverWaitSkipped,
+    /// A mirror pass copies without pinning the source: source GC may take
+    /// what it is copying, and retention elsewhere sees no pass running.
+    MirrorCopiesUnpinned,
+    /// A mirror pass commits even when its pin lapsed while it copied.
+    PinLapseIgnored,
+    /// Retention deletes what the source still references (what a pass
+    /// under way elsewhere is about to commit).
+    PruneIgnoresSource,
+    /// Retention deletes unreferenced objects however young.
+    PruneIgnoresMinAge,
+    /// Retention ignores the pins of passes under way.
+    PruneIgnoresPinFloor,
+    /// The fleet's GC holds no WAL for continuous mirrors that lack it.
+    GcHoldsNoWal,
+    /// A mirror pass copies into a destination without proving it is its
+    /// source's (`mirror::owner::claim`): two databases mapped to one
+    /// destination write into each other's history.
+    OwnerClaimSkipped,
 }
 
 impl Planted {
-    pub const ALL: [Planted; 9] = [
+    pub const ALL: [Planted; 18] = [
         Planted::DeadNodesStayLive,
         Planted::TasksOutliveOwnership,
         Planted::ConfigChangesIgnored,
@@ -58,6 +84,15 @@ impl Planted {
         Planted::MirrorCommitsBeforeCopy,
         Planted::PruneKeepsLatestOnly,
         Planted::RestoreDropsWalTail,
+        Planted::GcSafetyOff,
+        Planted::HandoverWaitSkipped,
+        Planted::MirrorCopiesUnpinned,
+        Planted::PinLapseIgnored,
+        Planted::PruneIgnoresSource,
+        Planted::PruneIgnoresMinAge,
+        Planted::PruneIgnoresPinFloor,
+        Planted::GcHoldsNoWal,
+        Planted::OwnerClaimSkipped,
     ];
 
     /// The name `scripts/simulate --plant` takes.
@@ -72,6 +107,15 @@ impl Planted {
             Planted::MirrorCommitsBeforeCopy => "mirror-commits-before-copy",
             Planted::PruneKeepsLatestOnly => "prune-keeps-latest-only",
             Planted::RestoreDropsWalTail => "restore-drops-wal-tail",
+            Planted::GcSafetyOff => "gc-safety-off",
+            Planted::HandoverWaitSkipped => "handover-wait-skipped",
+            Planted::MirrorCopiesUnpinned => "mirror-copies-unpinned",
+            Planted::PinLapseIgnored => "pin-lapse-ignored",
+            Planted::PruneIgnoresSource => "prune-ignores-source",
+            Planted::PruneIgnoresMinAge => "prune-ignores-min-age",
+            Planted::PruneIgnoresPinFloor => "prune-ignores-pin-floor",
+            Planted::GcHoldsNoWal => "gc-holds-no-wal",
+            Planted::OwnerClaimSkipped => "owner-claim-skipped",
         }
     }
 

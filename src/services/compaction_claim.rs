@@ -7,6 +7,7 @@ use super::outside_compactor::{self, LookError, Thresholds, Verdict};
 use super::{Claim, ServiceError};
 use crate::config::OutsideCompactorSettings;
 use crate::fleet::database::{ADMIN_CALL_TIMEOUT, DatabaseError, DatabaseHandle};
+use crate::model::coverage::{self, Mark};
 use crate::model::planted::{Planted, planted};
 use crate::services::outside_compactor::records::EpochRecords;
 
@@ -69,9 +70,12 @@ impl DatabaseHandle {
                 url: self.url().to_string(),
             })?;
         match seen.verdict {
-            Verdict::Outside(sighting) => Err(ServiceError::OutsideCompactor {
-                url: self.url().to_string(),
-                sighting: Box::new(sighting),
+            Verdict::Outside(sighting) => Err({
+                coverage::hit(Mark::OutsideCompactorStoodDown);
+                ServiceError::OutsideCompactor {
+                    url: self.url().to_string(),
+                    sighting: Box::new(sighting),
+                }
             }),
             Verdict::Released(why) => {
                 info!(database = %self.url(), epoch = seen.compactor_epoch, "taking over compaction: the outside compactor is gone ({why:?})");

@@ -15,6 +15,7 @@ use super::replay::Replayable;
 use super::{ServiceError, coordinator_options, outside_compactor};
 use crate::config::CoordinatorSettings;
 use crate::fleet::database::DatabaseHandle;
+use crate::model::seams::{self, Seam};
 use crate::services::compaction_code::CompactionCode;
 use crate::services::outside_compactor::claim::ClaimWatch;
 use crate::services::outside_compactor::records::EpochRecords;
@@ -58,6 +59,7 @@ pub(super) async fn run_coordinator(
         outside_compactor::handover::wait(records, db.url(), claim.expected, &token)
             .await
             .map_err(records_error)?;
+        seams::at(Seam::BeforeCoordinatorStart).await;
         if token.is_cancelled() {
             return Ok(());
         }

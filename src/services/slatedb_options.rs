@@ -9,6 +9,7 @@ use slatedb::config::{
 use crate::config::{
     CompressionCodec, CoordinatorSettings, GcDirectory, GcSettings, WorkerSettings,
 };
+use crate::model::planted::{Planted, planted};
 
 /// Retries SlateDB's services make per store request before giving up, so
 /// a dead store surfaces as a task failure (and backoff) instead of a task
@@ -26,7 +27,7 @@ fn directory_options(dir: &GcDirectory) -> Option<GarbageCollectorDirectoryOptio
 /// SlateDB GC options from sleet's. `boundary_files` follows
 /// `gc.boundary_files` when set, else what the store supports.
 pub fn gc_options(gc: &GcSettings, store_supports_update: bool) -> GarbageCollectorOptions {
-    GarbageCollectorOptions {
+    let options = GarbageCollectorOptions {
         manifest_options: directory_options(&gc.manifest),
         wal_options: directory_options(&gc.wal),
         wal_fence_options: directory_options(&gc.wal_fence),
@@ -41,6 +42,36 @@ pub fn gc_options(gc: &GcSettings, store_supports_update: bool) -> GarbageCollec
         metric_level: None,
         boundary_files_enabled: gc.boundary_files_for(store_supports_update),
         object_store_max_retries: Some(OBJECT_STORE_MAX_RETRIES),
+    };
+    if planted(Planted::GcSafetyOff) {
+        return without_safety(options);
+    }
+    options
+}
+
+/// The simulator's control for the settings above that keep GC off what
+/// others are about to reference: no boundary files, every directory
+/// collected with no `min_age`, and WAL fences deleted, not only logged.
+fn without_safety(options: GarbageCollectorOptions) -> GarbageCollectorOptions {
+    let reckless = |dir: Option<GarbageCollectorDirectoryOptions>| {
+        dir.map(|dir| GarbageCollectorDirectoryOptions {
+            min_age: std::time::Duration::ZERO,
+            ..dir
+        })
+    };
+    GarbageCollectorOptions {
+        manifest_options: reckless(options.manifest_options),
+        wal_options: reckless(options.wal_options),
+        wal_fence_options: reckless(options.wal_fence_options).map(|dir| {
+            GarbageCollectorDirectoryOptions {
+                dry_run: false,
+                ..dir
+            }
+        }),
+        compacted_options: reckless(options.compacted_options),
+        compactions_options: reckless(options.compactions_options),
+        boundary_files_enabled: false,
+        ..options
     }
 }
 

@@ -23,6 +23,8 @@ use futures::StreamExt;
 use slatedb::{GcFilter, ObjectMetadata};
 
 use crate::fleet::database::DatabaseHandle;
+use crate::model::coverage::{self, Mark};
+use crate::model::planted::{Planted, planted};
 
 /// How long past its creation GC holds a WAL object a mirror lacks.
 pub const HOLD_AT_MOST: Duration = Duration::from_secs(3600);
@@ -105,6 +107,9 @@ impl GcFilter for WalHold {
         let Some(lowest) = candidates.iter().filter_map(candidate_wal_id).min() else {
             return candidates;
         };
+        if planted(Planted::GcHoldsNoWal) {
+            return candidates;
+        }
         let mut everywhere: Option<BTreeSet<u64>> = None;
         for tail in &self.tails {
             let held = Self::copied(tail, lowest.saturating_sub(1))
@@ -119,6 +124,7 @@ impl GcFilter for WalHold {
         let kept = candidates.len();
         let released = releasable(candidates, &copied, self.source.now());
         if released.len() < kept {
+            coverage::hit(Mark::GcHeldWalForMirror);
             tracing::debug!(
                 source = %self.source.url(),
                 held = kept - released.len(),

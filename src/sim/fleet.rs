@@ -1,8 +1,10 @@
 //! The driver: starts the fleet, injects the fault mix from the seed,
 //! stops the faults, lets the fleet settle and judges it.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,14 +15,18 @@ use super::FaultMix;
 use super::check::{self, PANIC, Running, Violation};
 use super::clock::{SimClock, Skew};
 use super::collect::collections;
+use super::foreign;
 use super::history::histories;
-use super::inject::inject;
+use super::inject::{crash, inject};
 use super::mirror::Which;
 use super::store::{FaultLevels, SimStore};
+use super::swarm::Swarm;
 use super::trace::Trace;
 use super::world::{MIRROR_BUCKET, ROOT_URL, SimNode, World, database_path, database_url};
 use crate::fleet::root::FleetRoot;
+use crate::model::coverage::{self, Mark};
 use crate::model::planted::{Planted, plant};
+use crate::model::seams;
 use crate::testing::Chaos;
 
 /// How long after the last fault ownership must have converged, at the
@@ -28,6 +34,9 @@ use crate::testing::Chaos;
 /// ticks and lists again (10 s), a config change is read (60 s), with a
 /// tick to spare.
 pub const CONVERGENCE_BOUND: Duration = Duration::from_secs(120);
+
+/// The most nodes a swarm seed draws (and a fleet may have).
+const MOST_NODES: usize = 5;
 
 /// One simulated run.
 #[derive(Debug, Clone)]
@@ -46,6 +55,11 @@ pub struct SimOptions {
     /// Keep every trace event for printing, not only the last ones.
     pub trace: bool,
     pub planted: Vec<Planted>,
+    /// Each seed draws its own fleet (3 to 5 nodes, 2 to `databases`
+    /// databases), fault mix (out of `faults`), timings and seams
+    /// (`swarm`); `nodes` is then not used. Off: the run is exactly as
+    /// given.
+    pub swarm: bool,
 }
 
 impl SimOptions {
@@ -61,6 +75,7 @@ impl SimOptions {
             writers: true,
             trace: false,
             planted: Vec::new(),
+            swarm: true,
         }
     }
 }
@@ -74,7 +89,7 @@ impl SimOptions {
                 self.minutes
             ));
         }
-        if !(3..=5).contains(&self.nodes) {
+        if !(3..=MOST_NODES).contains(&self.nodes) {
             return Err(format!(
                 "--nodes {}: a simulated fleet has 3 to 5 nodes",
                 self.nodes
@@ -99,6 +114,10 @@ pub struct SimReport {
     pub last_events: Vec<String>,
     /// Every event, when asked for.
     pub all_events: Option<Vec<String>>,
+    /// How often the run went through each coverage mark.
+    pub marks: BTreeMap<Mark, u64>,
+    /// What the seed's swarm drew, when it ran as one.
+    pub swarm: Option<String>,
 }
 
 impl SimReport {
@@ -112,6 +131,24 @@ impl SimReport {
 /// seed, reported with the trace's last events, never a crashed run.
 pub fn run(options: &SimOptions) -> SimReport {
     let _planted = plant(&options.planted);
+    let counting = coverage::count();
+    let swarm = options
+        .swarm
+        .then(|| Swarm::draw(options.seed, &options.faults, MOST_NODES, options.databases));
+    let faults_on = Rc::new(Cell::new(true));
+    let _seams = swarm
+        .as_ref()
+        .map(|swarm| seams::install(swarm.seam_hook(options.seed, faults_on.clone())));
+    let drawn = match &swarm {
+        Some(swarm) => SimOptions {
+            nodes: swarm.nodes,
+            databases: swarm.databases,
+            faults: swarm.faults.clone(),
+            ..options.clone()
+        },
+        None => options.clone(),
+    };
+    let options = &drawn;
     let trace = Arc::new(if options.trace {
         Trace::keeping_all()
     } else {
@@ -129,7 +166,7 @@ pub fn run(options: &SimOptions) -> SimReport {
     ));
     let runtime = builder.build().expect("a current-thread runtime");
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        runtime.block_on(simulate(options, trace.clone()))
+        runtime.block_on(simulate(options, swarm.as_ref(), &faults_on, trace.clone()))
     }));
     let violations = match outcome {
         Ok(violations) => violations,
@@ -147,6 +184,8 @@ pub fn run(options: &SimOptions) -> SimReport {
         violations,
         last_events: trace.last(),
         all_events: trace.all(),
+        marks: counting.hits(),
+        swarm: swarm.as_ref().map(Swarm::describe),
     }
 }
 
@@ -158,7 +197,12 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "(not a string)".to_string())
 }
 
-async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
+async fn simulate(
+    options: &SimOptions,
+    swarm: Option<&Swarm>,
+    faults_on: &Cell<bool>,
+    trace: Arc<Trace>,
+) -> Vec<Violation> {
     let clock = SimClock::start();
     let store = SimStore::new(clock.clone(), trace.clone());
     let checker: Arc<dyn ObjectStore> = Arc::new(store.view("checker"));
@@ -177,12 +221,23 @@ async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
         apps: BTreeMap::new(),
         writers: options.writers,
         restores: 0,
+        timings: swarm.map(|s| s.timings.clone()).unwrap_or_default(),
+        foreign: (options.writers && swarm.is_some_and(|s| s.foreign_destination))
+            .then_some(foreign::FOREIGN_INDEX),
     };
+    if let Some(swarm) = swarm {
+        world.note(swarm.describe());
+    }
+    let fault_gap_max = swarm.map_or(Duration::from_secs(40), |s| s.fault_gap_max);
     world.note(format!(
         "seed {} nodes {} databases {} faults {} writers {}",
         options.seed, options.nodes, options.databases, options.faults, options.writers
     ));
     world.write_config().await;
+    if world.foreign.is_some() {
+        foreign::claim_for_elsewhere(world.root.store().as_ref(), world.clock.now()).await;
+        world.note("db000's destination belongs to s3://elsewhere/db000");
+    }
     for index in 0..options.databases {
         world.register(index).await;
     }
@@ -191,6 +246,7 @@ async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
             id: format!("n{}", i + 1),
             skew: Arc::new(Skew::default()),
             run: None,
+            paused_since: None,
         })
         .collect();
     for node in nodes.iter_mut() {
@@ -201,9 +257,12 @@ async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
     let settle = CONVERGENCE_BOUND + Duration::from_secs(30);
     let faults_end = total.saturating_sub(settle);
     let started = tokio::time::Instant::now();
-    // Faults, one every 5-40 s of simulated time.
+    // Faults, one every 5-40 s of simulated time (a swarm seed draws
+    // its own longest gap, from 8 s: some seeds are storms).
     while started.elapsed() < faults_end && !options.faults.0.is_empty() {
-        let wait = Duration::from_millis(5_000 + world.draw(35_000));
+        let shortest = Duration::from_secs(if swarm.is_some() { 2 } else { 5 });
+        let spread = (fault_gap_max - shortest).as_millis() as u64;
+        let wait = shortest + Duration::from_millis(world.draw(spread));
         tokio::time::sleep(wait).await;
         violations.extend(reap_panics(&mut world, &mut nodes).await);
         inject(&mut world, &mut nodes, &options.faults).await;
@@ -219,10 +278,25 @@ async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
     // The faults stop: requests go through, paused nodes resume, and
     // crashed nodes either restart or stay gone.
     world.store.set_levels(FaultLevels::default());
-    for node in nodes.iter_mut() {
+    faults_on.set(false);
+    // Some swarm seeds end their faults with a crash that stays: the
+    // fleet must take the node's work over within the bound.
+    let mut stays_gone = None;
+    if swarm.is_some_and(|s| s.last_crash) {
+        let which = world.draw(nodes.len() as u64) as usize;
+        if crash(&world, &mut nodes[which]).await {
+            stays_gone = Some(which);
+        }
+    }
+    for (index, node) in nodes.iter_mut().enumerate() {
+        if stays_gone == Some(index) {
+            continue;
+        }
         match &node.run {
             Some(run) => {
-                run.pause.resume();
+                if run.pause.is_paused() {
+                    node.toggle_pause(&world.timings);
+                }
             }
             None => {
                 if world.draw(2) == 0 {
@@ -301,6 +375,10 @@ async fn simulate(options: &SimOptions, trace: Arc<Trace>) -> Vec<Violation> {
     ));
     let found = collections(&histories, &deletions);
     world.judged(found, &mut violations);
+    if world.foreign.is_some() {
+        let found = foreign::judge(world.root.store().as_ref()).await;
+        world.judged(found, &mut violations);
+    }
     for node in nodes.iter_mut() {
         if let Some(run) = node.run.take() {
             run.shutdown.cancel();

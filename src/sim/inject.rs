@@ -10,27 +10,13 @@ pub(super) async fn inject(world: &mut World, nodes: &mut [SimNode], mix: &Fault
     let fault = faults[world.draw(faults.len() as u64) as usize];
     let which = world.draw(nodes.len() as u64) as usize;
     match fault {
-        Fault::Crash => match nodes[which].run.take() {
-            Some(run) => {
-                // A dead process's requests never come: SlateDB's tasks,
-                // which aborting the node's task does not end, wait on
-                // this gate for good.
-                run.pause.pause();
-                run.handle.abort();
-                let _ = run.handle.await;
-                world.note(format!("crash {}", nodes[which].id));
+        Fault::Crash => {
+            if !crash(world, &mut nodes[which]).await {
+                world.start(&mut nodes[which]);
             }
-            None => world.start(&mut nodes[which]),
-        },
+        }
         Fault::Pause => {
-            if let Some(run) = &nodes[which].run {
-                let paused = run.pause.is_paused();
-                if paused {
-                    run.pause.resume();
-                } else {
-                    run.pause.pause();
-                }
-                let verb = if paused { "resume" } else { "pause" };
+            if let Some(verb) = nodes[which].toggle_pause(&world.timings) {
                 world.note(format!("{verb} {}", nodes[which].id));
             }
         }
@@ -76,4 +62,19 @@ pub(super) async fn inject(world: &mut World, nodes: &mut [SimNode], mix: &Fault
             }
         }
     }
+}
+
+/// Crashes `node` if it runs; false if it was down already.
+pub(super) async fn crash(world: &World, node: &mut SimNode) -> bool {
+    let Some(run) = node.run.take() else {
+        return false;
+    };
+    // A dead process's requests never come: SlateDB's tasks, which
+    // aborting the node's task does not end, wait on this gate for good.
+    run.pause.pause();
+    run.handle.abort();
+    let _ = run.handle.await;
+    node.paused_since = None;
+    world.note(format!("crash {}", node.id));
+    true
 }

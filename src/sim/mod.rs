@@ -34,11 +34,15 @@ mod app;
 mod check;
 mod clock;
 mod collect;
+mod controls;
 mod fleet;
+mod foreign;
 mod history;
 mod inject;
+mod marks;
 mod mirror;
 mod store;
+mod swarm;
 mod trace;
 mod world;
 
@@ -47,8 +51,12 @@ use std::fmt;
 
 pub use check::Violation;
 pub use clock::{EPOCH, SimClock};
+pub use controls::{CONTROLS, Control, control_of};
 pub use fleet::{CONVERGENCE_BOUND, SimOptions, SimReport, run};
 pub use store::{FaultLevels, NodeStore, SimStore};
+pub use swarm::{Swarm, Timings};
+
+pub use crate::model::coverage::Mark;
 pub use trace::{KEPT_EVENTS, Trace};
 
 pub use crate::model::planted::Planted;

@@ -25,12 +25,14 @@ use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
 };
 
 use super::clock::SimClock;
+use super::marks::{HandoverWatch, database_of};
 use super::trace::Trace;
 use crate::mirror::layout::{MANIFEST_DIR, parse_manifest_file};
+use crate::model::coverage::{self, Mark, Region};
 use crate::testing::Chaos;
 
 /// How often requests fail, per 1000, and how slow they may be: the
@@ -61,6 +63,7 @@ pub struct SimStore {
     /// Every object deleted, in order, with who deleted it and when: the
     /// collection invariant judges them against the manifests of then.
     deletes: Mutex<Vec<Deletion>>,
+    handovers: Mutex<HandoverWatch>,
 }
 
 /// One object deleted.
@@ -94,6 +97,7 @@ impl SimStore {
             written: Mutex::new(BTreeMap::new()),
             manifests: Mutex::new(Vec::new()),
             deletes: Mutex::new(Vec::new()),
+            handovers: Mutex::new(HandoverWatch::default()),
         })
     }
 
@@ -119,6 +123,14 @@ impl SimStore {
     /// Every object deleted so far, in order.
     pub fn deletions(&self) -> Vec<Deletion> {
         self.deletes.lock().expect("deletes lock").clone()
+    }
+
+    fn watch_handover(&self, author: &str, location: &Path) {
+        let now = self.clock.now();
+        self.handovers
+            .lock()
+            .expect("handovers lock")
+            .wrote(author, location, now);
     }
 
     fn stamp(&self, location: &Path) {
@@ -357,9 +369,14 @@ impl ObjectStore for NodeStore {
         let what = location.to_string();
         let lost = self.before("put", &what).await?;
         let manifest = is_manifest(location).then(|| Bytes::from(payload.clone()));
+        let conditional = !matches!(opts.mode, PutMode::Overwrite);
         let result = self.store.inner.put_opts(location, payload, opts).await;
         if result.is_ok() {
+            if lost && conditional {
+                coverage::hit(Mark::LostReplyToConditionalWrite);
+            }
             self.store.stamp(location);
+            self.store.watch_handover(&self.node, location);
             if let Some(bytes) = manifest {
                 self.store
                     .manifests
@@ -421,6 +438,11 @@ impl ObjectStore for NodeStore {
             .inner
             .delete_stream(locations)
             .inspect_ok(move |location| {
+                if author.ends_with("/gc")
+                    && coverage::under_way(Region::MirrorPin, &database_of(location)) > 0
+                {
+                    coverage::hit(Mark::GcWhilePinned);
+                }
                 store.deletes.lock().expect("deletes lock").push(Deletion {
                     location: location.clone(),
                     author: author.clone(),

@@ -15,11 +15,13 @@ use super::app::{App, WriterKind};
 use super::check::Violation;
 use super::clock::{SimClock, Skew};
 use super::store::{NodeStore, PauseGate, SimStore};
+use super::swarm::Timings;
 use super::trace::Trace;
 use crate::Fleet;
 use crate::daemon::{DatabaseOpener, NodeOptions};
 use crate::fleet::database::{DatabaseHandle, Replay, ServiceStores, derived_seed};
 use crate::fleet::root::FleetRoot;
+use crate::model::coverage::{self, Mark};
 use crate::model::placement::fnv1a;
 use crate::model::registry::canonicalize_database_url;
 use crate::observe::metrics::Metrics;
@@ -43,6 +45,30 @@ pub(super) struct SimNode {
     pub(super) id: String,
     pub(super) skew: Arc<Skew>,
     pub(super) run: Option<NodeRun>,
+    /// When its pause began, while it is paused.
+    pub(super) paused_since: Option<tokio::time::Instant>,
+}
+
+impl SimNode {
+    /// Pauses the node, or resumes it: a node with a skewed clock back
+    /// from a pause past the heartbeat timeout is a mark.
+    pub(super) fn toggle_pause(&mut self, timings: &Timings) -> Option<&'static str> {
+        let run = self.run.as_ref()?;
+        if !run.pause.is_paused() {
+            run.pause.pause();
+            self.paused_since = Some(tokio::time::Instant::now());
+            return Some("pause");
+        }
+        run.pause.resume();
+        let timeout = timings
+            .heartbeat_timeout
+            .unwrap_or(crate::config::defaults::HEARTBEAT_TIMEOUT);
+        let away = self.paused_since.take().map(|at| at.elapsed());
+        if away.is_some_and(|away| away >= timeout) && self.skew.millis().abs() >= 1_000 {
+            coverage::hit(Mark::SkewedNodeAgedOut);
+        }
+        Some("resume")
+    }
 }
 
 pub(super) struct NodeRun {
@@ -73,6 +99,11 @@ pub(super) struct World {
     pub(super) writers: bool,
     /// Restores the mirror check made so far: each gets a fresh root.
     pub(super) restores: u64,
+    /// The fleet's timings in its config (a swarm seed's).
+    pub(super) timings: Timings,
+    /// The database whose mirror destination another fleet holds, if any
+    /// (`sim::foreign`): no restore of it is judged.
+    pub(super) foreign: Option<usize>,
 }
 
 impl World {
@@ -106,8 +137,9 @@ impl World {
             format!(
                 "\n[database.mirror.targets.{MIRROR_TARGET}]\nurl = \"{MIRROR_BUCKET}\"\n\
                  source_prefix = \"{DATA_BUCKET}\"\nmin_age = \"1m\"\n\
-                 retention.keep = \"{}s\"\n",
-                MIRROR_KEEP.as_secs()
+                 retention.keep = \"{}s\"\n{}",
+                MIRROR_KEEP.as_secs(),
+                self.timings.mirror_lines()
             )
         } else {
             String::new()
@@ -116,8 +148,10 @@ impl World {
         // the in-memory store's conditional writes) but the check's clock
         // probe reads the machine's clock, not the simulation's.
         let text = format!(
-            "[stores.trusted]\n\"s3://sim-root\" = \"simulated\"\n\"{DATA_BUCKET}\" = \
-             \"simulated\"\n\"{MIRROR_BUCKET}\" = \"simulated\"\n\n[database]\n{services}{mirror}"
+            "{}[stores.trusted]\n\"s3://sim-root\" = \"simulated\"\n\"{DATA_BUCKET}\" = \
+             \"simulated\"\n\"{MIRROR_BUCKET}\" = \"simulated\"\n\n[database]\n{services}{}{mirror}",
+            self.timings.node_table(),
+            self.timings.gc_tables(),
         );
         let path = self.root.path(crate::fleet::root::CONFIG_FILE);
         self.root

@@ -25,7 +25,9 @@ use crate::config::{NodeSettings, StoreSettings};
 use crate::fleet::root::{ConfigPoller, FleetRoot, FleetView, NODES_DIR, node_view};
 use crate::fleet::store_trust::skew_bound_for;
 use crate::mirror::run::MirrorRuntime;
+use crate::model::coverage::{self, Mark};
 use crate::model::heartbeat::{self, ClockReading};
+use crate::model::seams::{self, Seam};
 use crate::model::service::Service;
 use crate::observe::metrics::Metrics;
 use crate::observe::probes::NodeProbes;
@@ -313,6 +315,7 @@ impl Node {
                 }
                 let sightings = node_view(&heartbeats, now, self.settings().heartbeat_timeout);
                 bounded(step, self.delete_stale_heartbeats(&heartbeats, store_now)).await;
+                seams::at(Seam::BetweenOwnershipAndReconcile).await;
                 self.reconcile_if_changed(&sightings, &store_settings);
                 self.collect_wakes(&sightings, step).await;
                 let others = sightings
@@ -470,6 +473,7 @@ impl Node {
                 // Cheap when nothing changed: an unchanged registry is the
                 // same allocation as last time.
                 if *view != self.view {
+                    coverage::hit(Mark::ConfigChangeRead);
                     self.view_generation += 1;
                     self.skew_bound = skew_bound_for(&view);
                 }

@@ -11,6 +11,7 @@ use tracing::{info, warn};
 use super::{Node, RunningTask};
 use crate::daemon::owned::{TaskKey, TaskSpec};
 use crate::daemon::supervisor::{Supervisor, TaskShared};
+use crate::model::coverage::{self, Mark};
 use crate::model::planted::{Planted, planted};
 use crate::services::outside_compactor::records::HandoverLimits;
 
@@ -49,6 +50,9 @@ impl Node {
             let keep =
                 owned.get(key) == Some(&*task.spec) || (keep_all && !owned.contains_key(key));
             if !keep {
+                if !owned.contains_key(key) {
+                    coverage::hit(Mark::TaskStoppedOnHandover);
+                }
                 info!(database = %key.database, service = %key.service, "stopping task");
                 task.token.cancel();
             }

@@ -15,6 +15,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use crate::config::{DatabaseConfig, FleetConfig};
+use crate::model::coverage::{self, Mark};
 use crate::model::heartbeat::parse_object_name;
 use crate::model::planted::{Planted, planted};
 use crate::model::registry::{canonicalize_database_url, canonicalize_url, file_name};
@@ -220,6 +221,9 @@ pub fn node_view(
         .into_iter()
         .map(|(id, hb)| {
             let age = (now - hb.last_modified).to_std().unwrap_or(Duration::ZERO);
+            if age >= timeout {
+                coverage::hit(Mark::HeartbeatAgedOut);
+            }
             let sighting = NodeSighting {
                 node_id: id.clone(),
                 services: hb.services.clone(),

@@ -31,7 +31,9 @@ use super::proof::{Checked, check_copies};
 use super::wal_times::WalRecord;
 use crate::fleet::database::DatabaseHandle;
 use crate::mirror::copier::{Copier, CopyBatch, CopyError, CopyProgress, ObjectOutcome};
+use crate::model::coverage::{self, Mark, Region};
 use crate::model::planted::{Planted, planted};
+use crate::model::seams::{self, Seam};
 use crate::store::StoreRoot;
 
 /// Attempts before a pass that keeps losing races with the source gives up.
@@ -144,6 +146,12 @@ impl MirrorPair {
     /// Runs one pass, restarting up to [`MAX_ATTEMPTS`] times when the
     /// source moves underneath it.
     pub async fn sync_pass(&self, cancel: &CancellationToken) -> Result<PassOutcome, MirrorError> {
+        // A pass runs alone on its destination on one node: another under
+        // way there is another node's (a handover, a paused node back).
+        let (_passing, others) = coverage::enter(Region::MirrorPass, self.destination.url());
+        if others > 0 {
+            coverage::hit(Mark::MirrorPassesOverlapped);
+        }
         let mut last_reason = String::new();
         for attempt in 1..=MAX_ATTEMPTS {
             match self.attempt(cancel).await? {
@@ -202,9 +210,12 @@ impl MirrorPair {
         } else {
             self.pin().await?
         };
+        let pinned =
+            (!pin.ids.is_empty()).then(|| coverage::enter(Region::MirrorPin, self.source.url()).0);
         let result = self
             .pinned_copy_and_commit(&pin, watermark.as_ref(), cancel)
             .await;
+        drop(pinned);
         if !pin.released.load(Ordering::Relaxed) {
             self.unpin(&pin.ids).await;
         }
@@ -248,7 +259,10 @@ impl MirrorPair {
             Ok(copied) => copied,
             Err(reason) => return Ok(Attempt::Restart(reason)),
         };
-        if tokio::time::Instant::now() >= copied.pin_deadline {
+        seams::at(Seam::AfterCopyBeforeCommit).await;
+        if tokio::time::Instant::now() >= copied.pin_deadline && !planted(Planted::PinLapseIgnored)
+        {
+            coverage::hit(Mark::MirrorPinLapsed);
             return Ok(Attempt::Restart("pin lapsed before commit".into()));
         }
         self.record_wal_times(&closure, &work).await;

@@ -12,6 +12,9 @@ use super::{MirrorPair, Pin};
 use crate::mirror::MirrorError;
 use crate::mirror::io::{read_latest, read_manifest};
 use crate::mirror::layout::pin_name;
+use crate::model::coverage::{self, Mark};
+use crate::model::planted::{Planted, planted};
+use crate::model::seams::{self, Seam};
 
 impl MirrorPair {
     /// Pins the head, and re-pins under the mirror's name and lifetime
@@ -20,9 +23,10 @@ impl MirrorPair {
     /// own last 15 minutes by default) may expire long before a slow pass
     /// ends, after which source GC would delete what it is copying.
     pub(super) async fn pin(&self) -> Result<Pin, MirrorError> {
-        if !self.pin_source {
+        if !self.pin_source || planted(Planted::MirrorCopiesUnpinned) {
             return self.no_pin().await;
         }
+        coverage::hit(Mark::MirrorPinTaken);
         // The checkpoint expires a lifetime after it is written, so the
         // pin's deadline counts from before the request.
         let now = tokio::time::Instant::now();
@@ -34,6 +38,7 @@ impl MirrorPair {
             deadline: now + self.checkpoint_lifetime,
             released: AtomicBool::new(false),
         };
+        seams::at(Seam::BetweenPinAndRead).await;
         let Some(head) = read_manifest(&self.source, created.manifest_id).await? else {
             return Ok(pin);
         };

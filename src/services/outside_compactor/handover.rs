@@ -22,6 +22,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use super::records::{EpochHolder, EpochRecords, RecordError};
+use crate::model::coverage::{self, Mark};
+use crate::model::planted::{Planted, planted};
 
 /// Whether a coordinator may start.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,7 +71,7 @@ pub async fn wait(
     token: &CancellationToken,
 ) -> Result<(), RecordError> {
     let limits = records.handover_limits();
-    if epoch == 0 || limits.timeout.is_zero() {
+    if epoch == 0 || limits.timeout.is_zero() || planted(Planted::HandoverWaitSkipped) {
         return Ok(());
     }
     let started = tokio::time::Instant::now();
@@ -78,6 +80,9 @@ pub async fn wait(
         let holder = records.holder(database, epoch).await?;
         let live = match &holder {
             Some(h) if h.node_id != records.node_id() && !h.released => {
+                if !said {
+                    coverage::hit(Mark::CoordinatorTookOverEpoch);
+                }
                 records.node_live(&h.node_id, limits.timeout).await?
             }
             _ => false,
@@ -113,6 +118,7 @@ pub async fn wait(
             }
             Handover::Wait { holder } => {
                 if !said {
+                    coverage::hit(Mark::CoordinatorHandoverWaited);
                     info!(database, epoch, %holder, "waiting for node {holder} to stop its coordinator before starting this one");
                     said = true;
                 }
