@@ -66,7 +66,13 @@ fn doomed_manifests(
     spared: Option<&BTreeSet<u64>>,
 ) -> Vec<u64> {
     listed
-        .filter(|id| !kept.contains(id) && !spared.is_some_and(|s| s.contains(id)))
+        .filter(|id| {
+            let spared = !kept.contains(id) && spared.is_some_and(|s| s.contains(id));
+            if spared {
+                coverage::hit(Mark::PruneSparedForSource);
+            }
+            !kept.contains(id) && !spared
+        })
         .collect()
 }
 
@@ -152,8 +158,9 @@ impl MirrorPair {
             return Ok(report);
         };
         let min_age = chrono::Duration::from_std(min_age).unwrap_or(chrono::Duration::MAX);
-        let young =
-            |at: &DateTime<Utc>| now - *at <= min_age && !planted(Planted::PruneIgnoresMinAge);
+        let young = |at: &DateTime<Utc>| {
+            now - *at <= min_age && !planted_in_prune(Planted::PruneIgnoresMinAge)
+        };
         let after_pin = |at: &DateTime<Utc>| floor.is_some_and(|f| *at >= f);
         // Which guard spares what kept restore points do not: marked, so
         // the simulator can tell each was reached.
@@ -262,7 +269,7 @@ impl MirrorPair {
     /// (expired ones included), and the objects it or any of those still
     /// references.
     async fn spared_by_source(&self) -> Result<Spared, MirrorError> {
-        if planted(Planted::PruneIgnoresSource) {
+        if planted_in_prune(Planted::PruneIgnoresSource) {
             return Ok(Spared::default());
         }
         let result = async {
@@ -298,7 +305,7 @@ impl MirrorPair {
     /// The oldest running pass's pin time less `min_age`: objects written
     /// after it may belong to a commit still to come.
     async fn pin_floor(&self, min_age: Duration) -> Option<DateTime<Utc>> {
-        if planted(Planted::PruneIgnoresPinFloor) {
+        if planted_in_prune(Planted::PruneIgnoresPinFloor) {
             return None;
         }
         let name = pin_name(&self.target);
@@ -320,6 +327,12 @@ impl MirrorPair {
             }
         }
     }
+}
+
+/// Whether one of retention's in-flight guards is switched off, alone or
+/// with the other two.
+fn planted_in_prune(guard: Planted) -> bool {
+    planted(guard) || planted(Planted::PruneIgnoresPassesInFlight)
 }
 
 fn file_of(name: &str) -> &str {

@@ -24,6 +24,10 @@ use crate::model::planted::{Planted, planted};
 use crate::model::seams::{self, Seam};
 use crate::store::StoreRoot;
 
+/// How many times a restore of the newest point (or by time) chooses
+/// again when retention takes the point it chose before it copies.
+const RESOLVE_ATTEMPTS: u32 = 3;
+
 /// Objects copied at once during a restore.
 const RESTORE_PARALLELISM: u32 = 8;
 
@@ -99,18 +103,39 @@ pub async fn restore(
     // (the restored root is a database, not a mirror).
     let source = super::owner::read(backup).await?.map(|owner| owner.source);
     let backup_root = backup.root();
-    let listed = list_manifest_ids(&backup_root).await?;
-    let Some(&latest) = listed.last() else {
-        return Err(MirrorError::NotADatabase {
-            url: backup.url().to_string(),
-        });
+    // The point's manifests are read before anything is written: a
+    // mirror's retention may take a point that stopped being the newest
+    // meanwhile, and then the newest is chosen again (by `--at <id>`,
+    // the named point is gone and the restore says so).
+    let mut attempt = 0;
+    let (chosen_id, window_end, wal_end, wal, members, bodies) = loop {
+        attempt += 1;
+        let listed = list_manifest_ids(&backup_root).await?;
+        let Some(&latest) = listed.last() else {
+            return Err(MirrorError::NotADatabase {
+                url: backup.url().to_string(),
+            });
+        };
+        let mut wal = WalListing::list(&backup_root).await?;
+        let (chosen, wal_end) = resolve(backup, &listed, latest, &mut wal, at).await?;
+        seams::at(Seam::BetweenRestorePointAndCopy).await;
+        let chosen_id = chosen.id();
+        let window_end = replay_of(&chosen).window_end();
+        let members = members(backup, chosen, at).await?;
+        match manifest_bodies(&backup_root, members.keys().copied()).await? {
+            Ok(bodies) => break (chosen_id, window_end, wal_end, wal, members, bodies),
+            Err(_) if attempt < RESOLVE_ATTEMPTS && !matches!(at, RestorePoint::Manifest(_)) => {
+                tracing::info!(backup = %backup.url(), chosen_id, "restore point pruned while resolving; choosing again");
+            }
+            Err(name) => {
+                return Err(MirrorError::Store {
+                    action: "read".into(),
+                    location: format!("{}/{name}", backup_root.url),
+                    message: "vanished during the restore (the mirror's retention took it)".into(),
+                });
+            }
+        }
     };
-    let mut wal = WalListing::list(&backup_root).await?;
-    let (chosen, wal_end) = resolve(backup, &listed, latest, &mut wal, at).await?;
-    seams::at(Seam::BetweenRestorePointAndCopy).await;
-    let chosen_id = chosen.id();
-    let window_end = replay_of(&chosen).window_end();
-    let members = members(backup, chosen, at).await?;
 
     let mut needed: Needed = BTreeMap::new();
     for (&id, manifest) in &members {
@@ -170,8 +195,8 @@ pub async fn restore(
         });
     }
     let mut committed = 0;
-    for &id in members.keys() {
-        commit_new(&backup_root, &dest_root, id).await?;
+    for (id, body) in bodies {
+        commit_new(&dest_root, id, body).await?;
         committed += 1;
     }
     Ok(RestoreOutcome {
@@ -319,21 +344,31 @@ async fn members(
     Ok(members)
 }
 
-/// Copies manifest `id` create-only: a restore writes into a fresh root,
+/// The bodies of manifests `ids` of the backup, ascending, or the name
+/// of one that is gone.
+async fn manifest_bodies(
+    backup: &StoreRoot,
+    ids: impl Iterator<Item = u64>,
+) -> Result<Result<Vec<(u64, bytes::Bytes)>, String>, MirrorError> {
+    let mut bodies = Vec::new();
+    for id in ids {
+        let name = manifest_name(id);
+        match get_bytes(backup, &name).await? {
+            Some(body) => bodies.push((id, body)),
+            None => return Ok(Err(name)),
+        }
+    }
+    Ok(Ok(bodies))
+}
+
+/// Writes manifest `id` create-only: a restore writes into a fresh root,
 /// so anything already there is an error.
 async fn commit_new(
-    backup: &StoreRoot,
     destination: &StoreRoot,
     id: u64,
+    body: bytes::Bytes,
 ) -> Result<(), MirrorError> {
     let name = manifest_name(id);
-    let body = get_bytes(backup, &name)
-        .await?
-        .ok_or_else(|| MirrorError::Store {
-            action: "read".into(),
-            location: format!("{}/{name}", backup.url),
-            message: "vanished during the restore".into(),
-        })?;
     if !super::io::put_create_new(destination, &name, body).await? {
         return Err(MirrorError::Store {
             action: "write".into(),

@@ -39,7 +39,8 @@ pub enum Mark {
     MirrorPinTaken,
     /// A mirror pass's pin lapsed before its commit, and it restarted.
     MirrorPinLapsed,
-    /// Retention spared an object the source still references.
+    /// Retention spared a manifest or an object the source still
+    /// references or pins.
     PruneSparedForSource,
     /// Retention spared an object younger than its `min_age`.
     PruneSparedForAge,

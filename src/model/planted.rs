@@ -71,10 +71,14 @@ pub enum Planted {
     /// source's (`mirror::owner::claim`): two databases mapped to one
     /// destination write into each other's history.
     OwnerClaimSkipped,
+    /// Retention's three guards for a pass under way elsewhere at once
+    /// (the source's references, `min_age` and the pin floor): each alone
+    /// is covered by the other two while the pass's pin lives.
+    PruneIgnoresPassesInFlight,
 }
 
 impl Planted {
-    pub const ALL: [Planted; 18] = [
+    pub const ALL: [Planted; 19] = [
         Planted::DeadNodesStayLive,
         Planted::TasksOutliveOwnership,
         Planted::ConfigChangesIgnored,
@@ -93,6 +97,7 @@ impl Planted {
         Planted::PruneIgnoresPinFloor,
         Planted::GcHoldsNoWal,
         Planted::OwnerClaimSkipped,
+        Planted::PruneIgnoresPassesInFlight,
     ];
 
     /// The name `scripts/simulate --plant` takes.
@@ -116,6 +121,7 @@ impl Planted {
             Planted::PruneIgnoresPinFloor => "prune-ignores-pin-floor",
             Planted::GcHoldsNoWal => "gc-holds-no-wal",
             Planted::OwnerClaimSkipped => "owner-claim-skipped",
+            Planted::PruneIgnoresPassesInFlight => "prune-ignores-passes-in-flight",
         }
     }
 

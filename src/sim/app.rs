@@ -136,6 +136,11 @@ struct Writer {
     trace: Arc<Trace>,
     chaos: Chaos,
     seed: u64,
+    /// Writes every 0.5 to 1.5 s into 1 KiB L0 files (a swarm seed's
+    /// busy writers: an L0 file about every 10 s, a compaction and
+    /// collections every minute or so), else every 1 to 3 s into 4 KiB
+    /// ones.
+    busy: bool,
     opens: u64,
     ledger: Arc<Mutex<Ledger>>,
     crash: Arc<Notify>,
@@ -146,11 +151,12 @@ struct Writer {
 
 impl App {
     /// Starts the application of the database at `url` (store path `path`),
-    /// which creates it on its first open.
+    /// which creates it on its first open, with its writer's kind and
+    /// whether it is busy.
     pub fn start(
         url: String,
         path: Path,
-        kind: WriterKind,
+        (kind, busy): (WriterKind, bool),
         store: &Arc<SimStore>,
         clock: &SimClock,
         trace: &Arc<Trace>,
@@ -168,6 +174,7 @@ impl App {
             trace: trace.clone(),
             chaos: Chaos::with_seed(seed),
             seed,
+            busy,
             opens: 0,
             ledger: ledger.clone(),
             crash: crash.clone(),
@@ -315,7 +322,7 @@ impl Writer {
     fn settings(&self) -> Settings {
         let mut settings = Settings {
             // Small L0 files, so a few minutes of writes compact.
-            l0_sst_size_bytes: 4 * 1024,
+            l0_sst_size_bytes: if self.busy { 2 * 1024 } else { 4 * 1024 },
             ..Settings::default()
         };
         if self.kind == WriterKind::Detached {
@@ -415,7 +422,11 @@ impl Writer {
                 return;
             }
             loop {
-                let wait = Duration::from_millis(1_000 + self.draw(2_000));
+                let wait = if self.busy {
+                    Duration::from_millis(500 + self.draw(1_000))
+                } else {
+                    Duration::from_millis(1_000 + self.draw(2_000))
+                };
                 tokio::select! {
                     biased;
                     _ = token.cancelled() => {

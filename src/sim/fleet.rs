@@ -224,6 +224,7 @@ async fn simulate(
         timings: swarm.map(|s| s.timings.clone()).unwrap_or_default(),
         foreign: (options.writers && swarm.is_some_and(|s| s.foreign_destination))
             .then_some(foreign::FOREIGN_INDEX),
+        busy_writers: swarm.is_some_and(|s| s.busy_writers),
     };
     if let Some(swarm) = swarm {
         world.note(swarm.describe());
@@ -273,6 +274,10 @@ async fn simulate(
             let index = indexes[world.draw(indexes.len() as u64) as usize];
             let found = world.judge_restore_point(index, Which::Newest).await;
             world.judged(found, &mut violations);
+            // And its destination as `mirror verify` sees it then: a
+            // manifest broken by a race is pruned away within minutes.
+            let found = world.judge_verify(index).await;
+            world.judged(found, &mut violations);
         }
     }
     // The faults stop: requests go through, paused nodes resume, and
@@ -282,7 +287,8 @@ async fn simulate(
     // Some swarm seeds end their faults with a crash that stays: the
     // fleet must take the node's work over within the bound.
     let mut stays_gone = None;
-    if swarm.is_some_and(|s| s.last_crash) {
+    let running_nodes = nodes.iter().filter(|n| n.run.is_some()).count();
+    if swarm.is_some_and(|s| s.last_crash) && running_nodes >= 2 {
         let which = world.draw(nodes.len() as u64) as usize;
         if crash(&world, &mut nodes[which]).await {
             stays_gone = Some(which);
@@ -294,6 +300,7 @@ async fn simulate(
         }
         match &node.run {
             Some(run) => {
+                run.pause.heal_root_cut();
                 if run.pause.is_paused() {
                     node.toggle_pause(&world.timings);
                 }
@@ -304,6 +311,17 @@ async fn simulate(
                 }
             }
         }
+    }
+    // A fleet needs a node: if every one is down, the first comes back
+    // (a fleet with none has nothing to judge but its absence).
+    if nodes.iter().all(|n| n.run.is_none())
+        && let Some(node) = nodes
+            .iter_mut()
+            .enumerate()
+            .find(|(index, _)| stays_gone != Some(*index))
+            .map(|(_, node)| node)
+    {
+        world.start(node);
     }
     // A narrowed config is a fault too: the full one comes back, and
     // the nodes must follow it (mirrors start again).
@@ -356,6 +374,8 @@ async fn simulate(
             let found = world.judge_restore_point(index, which).await;
             world.judged(found, &mut violations);
         }
+        let found = world.judge_verify(index).await;
+        world.judged(found, &mut violations);
     }
     // Every manifest written, judged by its epochs; every object deleted,
     // by the manifests of its moment (each history decoded once, for both).

@@ -50,6 +50,13 @@ pub(super) async fn inject(world: &mut World, nodes: &mut [SimNode], mix: &Fault
             world.apps[&index].crash();
             world.note(format!("crash the writer of {}", database_url(index)));
         }
+        Fault::Partition => {
+            if let Some(run) = &nodes[which].run {
+                let cut = run.pause.toggle_root_cut();
+                let verb = if cut { "cut" } else { "heal" };
+                world.note(format!("{verb} {} from the fleet root", nodes[which].id));
+            }
+        }
         Fault::Registry => {
             if world.draw(2) == 0 && world.databases.len() > 1 {
                 let present: Vec<usize> = world.databases.keys().copied().collect();

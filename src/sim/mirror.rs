@@ -26,6 +26,7 @@ use crate::mirror::io::{list_dir, read_manifest};
 use crate::mirror::layout::{MANIFEST_DIR, live_pins, parse_manifest_file};
 use crate::mirror::points::restore_points;
 use crate::mirror::restore::{RestoreOutcome, RestorePoint, restore};
+use crate::mirror::verify::verify;
 
 /// A committed restore point did not restore.
 pub const RESTORE_BROKEN: &str = "restore-point-broken";
@@ -34,6 +35,8 @@ pub const NOT_A_PREFIX: &str = "restore-point-not-a-prefix";
 /// A restore of the newest restore point, with the fleet settled, missed
 /// a write acknowledged more than [`RECOVERY_BOUND`] before it started.
 pub const RECOVERY_POINT_MISSED: &str = "recovery-point-missed";
+/// `sleet mirror verify` finds a destination unsound at the end.
+pub const DESTINATION_UNSOUND: &str = "destination-unsound";
 
 /// What a continuous mirror promises once its node runs undisturbed: a
 /// restore holds every write acknowledged this long before it starts.
@@ -103,6 +106,18 @@ impl World {
             .await
         {
             Ok((_, read)) => read,
+            // Retention may take a point that stopped being the newest
+            // and is older than the keep window while the restore of it
+            // was held (`Seam::BetweenRestorePointAndCopy`): sleet's
+            // restore says so, and it is no broken point.
+            Err(Unrestorable::Restore(_))
+                if self.pruned_as_promised(&backup, id, written.get(&id)).await =>
+            {
+                self.note(format!(
+                    "{url} restore point {id} pruned before it was judged"
+                ));
+                return Vec::new();
+            }
             // The restore's own errors name the point.
             Err(Unrestorable::Restore(e)) => return vec![broken(&url, format!("{which:?}: {e}"))],
             Err(Unrestorable::Read(e)) => {
@@ -125,6 +140,61 @@ impl World {
                 detail: format!("{url} restore point {id} ({which:?}): {why}"),
             }],
             None => Vec::new(),
+        }
+    }
+
+    /// Whether restore point `id` of `backup`, written at `written`, is
+    /// gone now as retention may take it: older than the keep window, and
+    /// a newer manifest committed since.
+    async fn pruned_as_promised(
+        &self,
+        backup: &DatabaseHandle,
+        id: u64,
+        written: Option<&chrono::DateTime<chrono::Utc>>,
+    ) -> bool {
+        let kept_since = self.clock.now() - TimeDelta::from_std(MIRROR_KEEP).expect("a short keep");
+        let old_enough = written.is_some_and(|at| *at < kept_since);
+        let gone = matches!(read_manifest(backup, id).await, Ok(None));
+        let newer = list_dir(&backup.root(), MANIFEST_DIR)
+            .await
+            .is_ok_and(|listed| {
+                listed.iter().any(|(name, _)| {
+                    name.rsplit('/')
+                        .next()
+                        .and_then(parse_manifest_file)
+                        .is_some_and(|other| other > id)
+                })
+            });
+        old_enough && gone && newer
+    }
+
+    /// `sleet mirror verify` of database `index`'s destination, as an
+    /// operator runs it: every restore point's whole closure present and
+    /// every other manifest's own objects. A pass that commits what
+    /// another node's prune took meanwhile breaks a point that is neither
+    /// the newest nor the oldest kept, which only this sees.
+    pub(super) async fn judge_verify(&mut self, index: usize) -> Vec<Violation> {
+        if self.foreign == Some(index) {
+            return Vec::new();
+        }
+        let url = mirror_url(index);
+        let unsound = |detail: String| {
+            vec![Violation {
+                name: DESTINATION_UNSOUND,
+                detail,
+            }]
+        };
+        match verify(&self.checker_handle(&url)).await {
+            // Never mirrored (registered and removed between passes).
+            Ok(report) if report.latest_manifest.is_none() => Vec::new(),
+            Ok(report) => match report.problems.first() {
+                None => Vec::new(),
+                Some(first) => unsound(format!(
+                    "{url}: mirror verify found {} problems, first: {first}",
+                    report.problems.len()
+                )),
+            },
+            Err(e) => unsound(format!("{url}: mirror verify failed: {e}")),
         }
     }
 

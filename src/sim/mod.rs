@@ -16,14 +16,20 @@
 //! requests of SlateDB's tasks, which outlive an abort, waiting for good;
 //! a restart is a new node with the same id). The fault mix (`FaultMix`)
 //! crashes, restarts and pauses nodes, crashes writers, fails, slows and
-//! loses replies to requests, skews and jumps clocks, changes the fleet's
-//! config and registers and removes databases while the fleet runs. After
+//! loses replies to requests, skews and jumps clocks, cuts nodes off
+//! from the fleet root, changes the fleet's config and registers and
+//! removes databases while the fleet runs; each seed draws its own mix,
+//! fleet, timings and held-open seams (`swarm`), and counts the coverage
+//! marks it reaches (`model::coverage`, `marks`). After
 //! the faults stop, `check` judges the invariants: ownership, every
 //! acknowledged write, writers on SlateDB's defaults never fenced, and
 //! every manifest's epochs (over the manifests `history` decodes); every
 //! mirror restore point restores to a consistent prefix (`mirror`, also
-//! while faults run); no deletion removed what a manifest or a live pin
-//! referenced (`collect`). Every store request and every fault goes into
+//! while faults run, and `mirror verify` of each destination); no
+//! deletion removed what a manifest or a live pin referenced
+//! (`collect`); a destination another fleet owns stays untouched
+//! (`foreign`). `controls` lists every planted switch with the run that
+//! finds it. Every store request and every fault goes into
 //! the run's `trace`, whose hash is the same for the same seed. See
 //! docs/reliability.md, "Deterministic simulation".
 //!
@@ -83,10 +89,14 @@ pub enum Fault {
     Registry,
     /// An application writer's process dies; the application reopens.
     WriterCrash,
+    /// A node loses the fleet root (its heartbeats and config polls fail)
+    /// but still reaches the databases: its peers take its work over
+    /// while it goes on with what it ran, until the cut heals.
+    Partition,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 9] = [
+    pub const ALL: [Fault; 10] = [
         Fault::Crash,
         Fault::Pause,
         Fault::Errors,
@@ -96,6 +106,7 @@ impl Fault {
         Fault::Config,
         Fault::Registry,
         Fault::WriterCrash,
+        Fault::Partition,
     ];
 
     /// The name `--faults` takes.
@@ -110,6 +121,7 @@ impl Fault {
             Fault::Config => "config",
             Fault::Registry => "registry",
             Fault::WriterCrash => "writer-crash",
+            Fault::Partition => "partition",
         }
     }
 }

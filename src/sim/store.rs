@@ -172,9 +172,29 @@ pub struct NodeStore {
 pub struct PauseGate {
     paused: std::sync::atomic::AtomicBool,
     resumed: tokio::sync::Notify,
+    /// The node is cut off from the fleet root (its requests there fail)
+    /// while it still reaches the databases' stores.
+    root_cut: std::sync::atomic::AtomicBool,
 }
 
 impl PauseGate {
+    /// Cuts the node off from the fleet root, or heals the cut; returns
+    /// whether it is cut now.
+    pub fn toggle_root_cut(&self) -> bool {
+        !self
+            .root_cut
+            .fetch_xor(true, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub fn heal_root_cut(&self) {
+        self.root_cut
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn root_cut(&self) -> bool {
+        self.root_cut.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     pub fn pause(&self) {
         self.paused.store(true, std::sync::atomic::Ordering::SeqCst);
     }
@@ -200,6 +220,9 @@ impl PauseGate {
         }
     }
 }
+
+/// Where the fleet root lives in the simulated store (`world::ROOT_URL`).
+const ROOT_PREFIX: &str = "sim-root/";
 
 /// How a request ended, for the trace.
 enum Outcome {
@@ -267,6 +290,10 @@ impl NodeStore {
             return Ok(false);
         };
         paused.passed().await;
+        if paused.root_cut() && what.starts_with(ROOT_PREFIX) {
+            self.record(op, what, Outcome::Failed);
+            return Err(injected(what));
+        }
         let levels = self.store.levels();
         if levels.max_latency_ms > 0 {
             let wait = self.draw() % (levels.max_latency_ms + 1);
@@ -443,6 +470,9 @@ impl ObjectStore for NodeStore {
                 {
                     coverage::hit(Mark::GcWhilePinned);
                 }
+                let at = store.clock.millis();
+                let what = scratch_named_alike(location.as_ref());
+                store.trace.record(at, format!("{author} deleted {what}"));
                 store.deletes.lock().expect("deletes lock").push(Deletion {
                     location: location.clone(),
                     author: author.clone(),

@@ -42,6 +42,10 @@ pub struct Swarm {
     /// `db000`'s mirror destination is another fleet's (`sim::foreign`),
     /// one seed in three.
     pub foreign_destination: bool,
+    /// The writers write twice as often into L0 files a quarter the size,
+    /// one seed in two: compactions, source GC and retention's deletions
+    /// of compacted objects all happen within the run.
+    pub busy_writers: bool,
 }
 
 /// The fleet's timings, written into its `sleet.toml` (`None`: default).
@@ -103,7 +107,9 @@ impl Swarm {
                 heartbeat_interval: Some(secs(heartbeat_interval)),
                 heartbeat_timeout: Some(secs(heartbeat_timeout)),
                 config_poll: d.sometimes(10, 60),
-                gc_interval: d.sometimes(5, 60),
+                // Frequent collections: GC racing pins and fresh
+                // objects is what its safety settings are for.
+                gc_interval: Some(secs(d.between(3, 30))),
                 gc_min_age: d.sometimes(60, 300),
                 mirror_poll: d.sometimes(1, 10),
                 mirror_checkpoint_lifetime: d.sometimes(15, 90),
@@ -132,7 +138,9 @@ impl Swarm {
         }
         let last_crash = faults.contains(&Fault::Crash) && d.chance(2);
         let foreign_destination = d.chance(3);
+        let busy_writers = d.chance(3);
         Swarm {
+            busy_writers,
             foreign_destination,
             last_crash,
             nodes,
@@ -174,7 +182,7 @@ impl Swarm {
             .map(|(s, d)| format!("{}<={}s", s.name(), d.as_secs()))
             .collect();
         format!(
-            "swarm nodes {} databases {} faults {}{}{} gap<={}s timings {:?} seams [{}]",
+            "swarm nodes {} databases {} faults {}{}{}{} gap<={}s timings {:?} seams [{}]",
             self.nodes,
             self.databases,
             self.faults,
@@ -185,6 +193,11 @@ impl Swarm {
             },
             if self.foreign_destination {
                 " foreign destination"
+            } else {
+                ""
+            },
+            if self.busy_writers {
+                " busy writers"
             } else {
                 ""
             },

@@ -104,6 +104,8 @@ pub(super) struct World {
     /// The database whose mirror destination another fleet holds, if any
     /// (`sim::foreign`): no restore of it is judged.
     pub(super) foreign: Option<usize>,
+    /// Whether the writers are busy (a swarm seed's; `sim::app`).
+    pub(super) busy_writers: bool,
 }
 
 impl World {
@@ -181,7 +183,7 @@ impl World {
             let app = App::start(
                 url.clone(),
                 database_path(&url),
-                kind,
+                (kind, self.busy_writers),
                 &self.store,
                 &self.clock,
                 &self.trace,

@@ -99,7 +99,7 @@ fn a_seed_replays_to_the_same_trace() {
 
 #[test]
 fn every_planted_bug_is_found_within_its_seeds() {
-    for control in &CONTROLS {
+    for control in CONTROLS.iter().filter(|c| c.within > 0) {
         let found =
             (1..=control.within).find(|&seed| control.found_in(&run(&control.run_of(seed, true))));
         let Some(seed) = found else {
