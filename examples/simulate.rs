@@ -70,8 +70,10 @@ struct Args {
 }
 
 /// A run of this many seeds or more, with writers and every fault, fails
-/// when a coverage mark was never hit.
+/// when a coverage mark was never hit; a rare one (`Mark::rare`) from
+/// [`RARE_MARKS_REQUIRED_FROM`] seeds.
 const MARKS_REQUIRED_FROM: usize = 20;
+const RARE_MARKS_REQUIRED_FROM: usize = 200;
 
 fn main() -> ExitCode {
     // Piped into `head`, stop quietly, as other command-line tools do.
@@ -131,7 +133,11 @@ fn main() -> ExitCode {
             print_failure(&report, &problems);
         }
     }
-    let never_hit = print_marks(&marks, seeds.len());
+    let never_hit: Vec<&str> = print_marks(&marks, seeds.len())
+        .into_iter()
+        .filter(|mark| !mark.rare() || seeds.len() >= RARE_MARKS_REQUIRED_FROM)
+        .map(|mark| mark.name())
+        .collect();
     let marks_required = seeds.len() >= MARKS_REQUIRED_FROM
         && options.writers
         && options.faults == FaultMix::all()
@@ -193,13 +199,14 @@ fn options(args: &Args) -> Result<SimOptions, String> {
 
 /// Prints each mark's hits and the seeds that hit it; returns the marks
 /// never hit.
-fn print_marks(marks: &BTreeMap<Mark, (u64, u64)>, seeds: usize) -> Vec<&'static str> {
-    println!("coverage marks (hits, seeds of {seeds} that hit it):");
+fn print_marks(marks: &BTreeMap<Mark, (u64, u64)>, seeds: usize) -> Vec<Mark> {
+    println!("coverage marks (hits, seeds of {seeds} that hit it; * rare):");
     let mut never = Vec::new();
     for (mark, (hits, seeds_hit)) in marks {
-        println!("  {:<34} {hits:>8} {seeds_hit:>5}", mark.name());
+        let rare = if mark.rare() { "*" } else { " " };
+        println!("  {:<34}{rare} {hits:>8} {seeds_hit:>5}", mark.name());
         if *hits == 0 {
-            never.push(mark.name());
+            never.push(*mark);
         }
     }
     never

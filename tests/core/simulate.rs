@@ -48,8 +48,9 @@ fn the_ci_seeds_pass_with_every_fault() {
 /// coverage mark (`model::coverage`): a change that leaves a guard or
 /// the rare path it is there for unreached in them fails here, as
 /// `scripts/simulate` fails a run of 20 seeds or more that never hits a
-/// mark. (Seeds 1-12 hit each at least once on 2026-12-08; if a change
-/// moves every schedule, find seeds that do with `scripts/simulate`.)
+/// mark (but the rare ones, required from 200 seeds). Seeds 1-12 hit
+/// each of the others at least once on 2026-12-08; if a change moves
+/// every schedule, find seeds that do with `scripts/simulate`.
 #[test]
 fn the_ci_seeds_pass_with_writers_and_every_fault_and_hit_every_mark() {
     let mut hits: BTreeMap<Mark, u64> = BTreeMap::new();
@@ -70,7 +71,7 @@ fn the_ci_seeds_pass_with_writers_and_every_fault_and_hit_every_mark() {
     assert!(failed.is_empty(), "{}", failed.join("\n\n"));
     let never: Vec<&str> = hits
         .iter()
-        .filter(|(_, count)| **count == 0)
+        .filter(|(mark, count)| **count == 0 && !mark.rare())
         .map(|(mark, _)| mark.name())
         .collect();
     assert!(
