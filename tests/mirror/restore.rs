@@ -179,3 +179,63 @@ async fn a_damaged_destination_is_named_refused_and_repaired() {
     db::assert_reader_sees(&repaired, 0..3).await;
     source.stop().await;
 }
+
+/// Retention may take the restore point a restore chose before the
+/// restore copies it (a newer point was committed, the chosen one aged
+/// out; the simulator's seam found it, "manifest 2 vanished during the
+/// restore"). A restore of the newest point then chooses again; before,
+/// it failed, with the destination half written. The restore is held
+/// between its choice and its copy (`model::seams`, on its own thread)
+/// while the newest point is deleted, as a prune would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restore_whose_point_is_pruned_before_the_copy_chooses_again() {
+    let dest_dir = tempfile::tempdir().unwrap();
+    let backup = format!("file://{}/backup", dest_dir.path().display());
+    let target = target_toml("nightly", &backup) + "mode = \"periodic\"\nmin_age = \"1s\"\n";
+    let mut source = Source::new(&target, 2).await;
+    source.start_services();
+    let older = source.sync("nightly").await.unwrap();
+    source.write(2).await;
+    let newer = source.sync("nightly").await.unwrap();
+    assert!(newer.head > older.head, "two restore points");
+    let chosen = dest_dir
+        .path()
+        .join(format!("backup/manifest/{:020}.manifest", newer.head));
+    assert!(chosen.exists(), "{}", chosen.display());
+
+    let copy = format!("file://{}/copy", dest_dir.path().display());
+    let (backup_url, copy_url) = (backup.clone(), copy.clone());
+    let restored = std::thread::spawn(move || {
+        let mut held = false;
+        let _hook = sleet::model::seams::install(Box::new(move |seam| {
+            if seam == sleet::model::seams::Seam::BetweenRestorePointAndCopy && !held {
+                held = true;
+                return std::time::Duration::from_millis(800);
+            }
+            std::time::Duration::ZERO
+        }));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let prune = async {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                std::fs::remove_file(&chosen).unwrap();
+            };
+            let (restored, ()) =
+                tokio::join!(restore(&backup_url, &copy_url, RestorePoint::Latest), prune);
+            restored
+        })
+    })
+    .join()
+    .unwrap();
+    let id = restored.expect("the restore chooses again");
+    assert!(
+        (older.head..newer.head).contains(&id),
+        "restored {id}: the newest point left is at or after {} and before {}",
+        older.head,
+        newer.head
+    );
+    db::assert_reader_sees(&copy, 0..2).await;
+}
