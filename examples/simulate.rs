@@ -58,8 +58,9 @@ struct Args {
     #[arg(long)]
     replay: bool,
     /// Run exactly the fleet, faults and timings given. By default each
-    /// seed draws its own (a swarm): --nodes and --databases are then the
-    /// most, and --faults the pool its faults come from.
+    /// seed draws its own (a swarm): 3 to 5 nodes whatever --nodes says,
+    /// at most --databases databases, and its faults from the --faults
+    /// pool.
     #[arg(long)]
     no_swarm: bool,
     /// Measure detection power: run every planted bug's control (or only
@@ -237,10 +238,8 @@ fn power(options: &SimOptions, seeds: &[u64]) -> ExitCode {
             let mut run_options = control.run_of(seed, true);
             run_options.swarm = options.swarm;
             run_options.minutes = options.minutes;
-            if !options.swarm {
-                run_options.nodes = options.nodes;
-                run_options.databases = options.databases;
-            }
+            run_options.nodes = options.nodes;
+            run_options.databases = options.databases;
             if control.found_in(&run(&run_options)) {
                 found.push(seed);
             }

@@ -67,11 +67,14 @@ fn doomed_manifests(
 ) -> Vec<u64> {
     listed
         .filter(|id| {
-            let spared = !kept.contains(id) && spared.is_some_and(|s| s.contains(id));
+            if kept.contains(id) {
+                return false;
+            }
+            let spared = spared.is_some_and(|s| s.contains(id));
             if spared {
                 coverage::hit(Mark::PruneSparedForSource);
             }
-            !kept.contains(id) && !spared
+            !spared
         })
         .collect()
 }

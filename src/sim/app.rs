@@ -136,10 +136,9 @@ struct Writer {
     trace: Arc<Trace>,
     chaos: Chaos,
     seed: u64,
-    /// Writes every 0.5 to 1.5 s into 1 KiB L0 files (a swarm seed's
-    /// busy writers: an L0 file about every 10 s, a compaction and
-    /// collections every minute or so), else every 1 to 3 s into 4 KiB
-    /// ones.
+    /// Writes every 0.5 to 1.5 s into 2 KiB L0 files (a swarm seed's
+    /// busy writers: an L0 file about every 20 s, compactions and
+    /// collections within minutes), else every 1 to 3 s into 4 KiB ones.
     busy: bool,
     opens: u64,
     ledger: Arc<Mutex<Ledger>>,

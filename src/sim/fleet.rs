@@ -229,7 +229,10 @@ async fn simulate(
     if let Some(swarm) = swarm {
         world.note(swarm.describe());
     }
+    // A swarm seed draws its own longest gap, from 8 s: some seeds are
+    // storms.
     let fault_gap_max = swarm.map_or(Duration::from_secs(40), |s| s.fault_gap_max);
+    let fault_gap_min = Duration::from_secs(if swarm.is_some() { 2 } else { 5 });
     world.note(format!(
         "seed {} nodes {} databases {} faults {} writers {}",
         options.seed, options.nodes, options.databases, options.faults, options.writers
@@ -258,12 +261,11 @@ async fn simulate(
     let settle = CONVERGENCE_BOUND + Duration::from_secs(30);
     let faults_end = total.saturating_sub(settle);
     let started = tokio::time::Instant::now();
-    // Faults, one every 5-40 s of simulated time (a swarm seed draws
-    // its own longest gap, from 8 s: some seeds are storms).
+    // Faults, one every 5-40 s of simulated time (a swarm seed's: 2 s to
+    // its own longest gap).
+    let spread = (fault_gap_max - fault_gap_min).as_millis() as u64;
     while started.elapsed() < faults_end && !options.faults.0.is_empty() {
-        let shortest = Duration::from_secs(if swarm.is_some() { 2 } else { 5 });
-        let spread = (fault_gap_max - shortest).as_millis() as u64;
-        let wait = shortest + Duration::from_millis(world.draw(spread));
+        let wait = fault_gap_min + Duration::from_millis(world.draw(spread));
         tokio::time::sleep(wait).await;
         violations.extend(reap_panics(&mut world, &mut nodes).await);
         inject(&mut world, &mut nodes, &options.faults).await;

@@ -22,7 +22,7 @@ use super::check::Violation;
 use super::world::{MIRROR_KEEP, World, database_path, mirror_url};
 use crate::fleet::database::{DatabaseHandle, Replay, derived_seed};
 use crate::mirror::copier::CopyProgress;
-use crate::mirror::io::{list_dir, read_manifest};
+use crate::mirror::io::{list_dir, list_manifest_ids, read_manifest};
 use crate::mirror::layout::{MANIFEST_DIR, live_pins, parse_manifest_file};
 use crate::mirror::points::restore_points;
 use crate::mirror::restore::{RestoreOutcome, RestorePoint, restore};
@@ -155,16 +155,9 @@ impl World {
         let kept_since = self.clock.now() - TimeDelta::from_std(MIRROR_KEEP).expect("a short keep");
         let old_enough = written.is_some_and(|at| *at < kept_since);
         let gone = matches!(read_manifest(backup, id).await, Ok(None));
-        let newer = list_dir(&backup.root(), MANIFEST_DIR)
+        let newer = list_manifest_ids(&backup.root())
             .await
-            .is_ok_and(|listed| {
-                listed.iter().any(|(name, _)| {
-                    name.rsplit('/')
-                        .next()
-                        .and_then(parse_manifest_file)
-                        .is_some_and(|other| other > id)
-                })
-            });
+            .is_ok_and(|ids| ids.last().is_some_and(|&newest| newest > id));
         old_enough && gone && newer
     }
 

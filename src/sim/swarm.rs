@@ -42,7 +42,7 @@ pub struct Swarm {
     /// `db000`'s mirror destination is another fleet's (`sim::foreign`),
     /// one seed in three.
     pub foreign_destination: bool,
-    /// The writers write twice as often into L0 files a quarter the size,
+    /// The writers write twice as often into L0 files half the size,
     /// one seed in two: compactions, source GC and retention's deletions
     /// of compacted objects all happen within the run.
     pub busy_writers: bool,
